@@ -1,0 +1,83 @@
+"""The serialized e-graph: the one value saturation hands to extraction.
+
+Saturation (``eqsat``) ends by freezing egglog's e-graph into an :class:`EGraph`; extractors, cost
+models and the emitter read only this value, never egglog itself (egg's Runner/Extractor split).
+
+Invariants:
+- every e-node belongs to exactly one e-class (``node.eclass``) and is listed in ``classes``;
+- ``node.children`` are the e-class ids among ``node.args``, in argument order; ``node.args`` keeps
+  primitive arguments (int, float, str, bool) in place and e-class arguments as :class:`Ref`;
+- ``facts`` holds tensor facts for tensor-valued classes only (tuple-valued classes have none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """An e-class argument of an e-node."""
+
+    eclass: int
+
+
+@dataclass(frozen=True, slots=True)
+class TensorFacts:
+    """What is known of a tensor-valued e-class: dtype name, shape (ints and symbol names), contiguity."""
+
+    dtype: str
+    shape: tuple[int | str, ...]
+    contiguous: bool = True
+
+    @property
+    def itemsize(self) -> int:
+        return DTYPE_BYTES.get(self.dtype, 4)
+
+
+DTYPE_BYTES: dict[str, int] = {
+    "float64": 8, "float32": 4, "bfloat16": 2, "float16": 2, "int64": 8, "int32": 4, "int16": 2,
+    "int8": 1, "uint8": 1, "bool": 1, "float8_e4m3fn": 1, "float8_e4m3fnuz": 1, "float8_e5m2": 1,
+    "float8_e5m2fnuz": 1,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ENode:
+    """One e-node: an egglog constructor applied to arguments."""
+
+    op: str
+    args: tuple[object, ...]
+    eclass: int
+
+    @property
+    def children(self) -> tuple[int, ...]:
+        return tuple(a.eclass for a in self.args if isinstance(a, Ref))
+
+
+@dataclass
+class EGraph:
+    """A frozen e-graph: nodes, their classes, facts, and the roots extraction must cover."""
+
+    nodes: list[ENode]
+    roots: list[int]
+    facts: dict[int, TensorFacts] = field(default_factory=dict)
+    classes: dict[int, list[int]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.classes:
+            for i, n in enumerate(self.nodes):
+                self.classes.setdefault(n.eclass, []).append(i)
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[ENode], roots: Iterable[int],
+                   facts: Mapping[int, TensorFacts] | None = None) -> EGraph:
+        return cls(list(nodes), list(roots), dict(facts or {}))
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+
+Selection = dict[int, int]
+"""A choice of one e-node index per e-class reached from the roots."""

@@ -1,0 +1,111 @@
+"""``optimize``: the whole pipeline, one stage after another, each reached only through its value.
+
+    fx graph --import--> terms --load--> e-graph --saturate--> --serialize--> EGraph value
+             --extract (cost model)--> selection --emit--> same fx graph, rewritten; Report
+
+Bad input raises :class:`~eqsat.errors.EqSatInputError` with a message saying what to fix. Any
+other failure leaves the graph exactly as it was: with ``strict=False`` (default) it is logged as
+a warning naming the stage and recorded in ``Report.error``; with ``strict=True`` it raises
+:class:`~eqsat.errors.EqSatInternalError`. The graph is only rewritten when the extraction is
+predicted to be faster than the graph as it is.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+
+import torch.fx as fx
+
+from eqsat import fx_in, fx_out, load, saturate, serialize
+from eqsat.errors import EqSatInputError, EqSatInternalError
+from eqsat.options import Options
+from eqsat.report import Report
+from eqsat.vocab.base import VocabIndex
+from extract import EXTRACTORS
+from extract.base import check, dag_cost
+from extract.cost import RooflineCost, load_profile
+from extract.egraph import EGraph, Ref, Selection
+from rewrites.schedule import default_rules
+
+log = logging.getLogger("eqsat")
+IMPROVEMENT_EPS_US = 1e-6
+
+
+def _before_selection(imported: fx_in.Imported, ser: serialize.Serialized) -> Selection:
+    """The selection that is the input graph itself: each class picks an FX node's own e-node."""
+    index = {(n.op, n.args): i for i, n in enumerate(ser.egraph.nodes)}
+    sel: Selection = {}
+    for i, (op, args) in imported.terms.items():
+        key = (op, tuple(Ref(ser.class_of_node[a.node]) if isinstance(a, fx_in.Arg) else a for a in args))
+        sel.setdefault(ser.class_of_node[i], index[key])
+    return sel
+
+
+class _Stages:
+    def __init__(self, report: Report) -> None:
+        self.report, self.current = report, "setup"
+
+    @contextmanager
+    def __call__(self, name: str) -> Iterator[None]:
+        self.current, start = name, time.perf_counter()
+        try:
+            yield
+        finally:
+            self.report.stage_ms[name] = (time.perf_counter() - start) * 1e3
+
+
+def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, **overrides: object) -> Report:
+    """Rewrite ``graph_module`` in place with the cheapest equivalent graph; return the report."""
+    options = replace(options or Options(), **overrides)
+    if options.extractor not in EXTRACTORS:
+        raise EqSatInputError(f"unknown extractor {options.extractor!r}; choose one of {sorted(EXTRACTORS)}")
+    report = Report()
+    stage = _Stages(report)
+    vocab = VocabIndex(options.vocabularies)
+    try:
+        with stage("import"):
+            imported = fx_in.import_graph(graph_module, options.catalog, vocab)
+        report.imported_terms = len(imported.terms) - len(imported.opaque)
+        report.opaque_nodes = len(imported.opaque)
+        if not imported.roots:
+            return report
+        with stage("load"):
+            rules = default_rules(options.catalog, options.numerics)
+            egraph = load.build(imported, options.catalog, rules)
+        with stage("saturate"):
+            sat = saturate.saturate(egraph, options.budgets)
+        report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
+        with stage("serialize"):
+            ser = serialize.serialize(egraph, load.constructors(options.catalog), imported.roots)
+        eg: EGraph = ser.egraph
+        report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
+        with stage("extract"):
+            cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
+            selection = EXTRACTORS[options.extractor](eg, cost)
+            check(eg, selection)
+            before = _before_selection(imported, ser)
+            report.predicted_before_us = dag_cost(eg, before, cost)
+            report.predicted_after_us = dag_cost(eg, selection, cost)
+        if report.predicted_after_us >= report.predicted_before_us - IMPROVEMENT_EPS_US:
+            report.predicted_after_us = report.predicted_before_us
+            return report
+        with stage("emit"):
+            result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab)
+            owner = imported.graph.owning_module
+            if result.changed and isinstance(owner, fx.GraphModule):
+                owner.recompile()
+        report.changed = result.changed
+        report.kernels_chosen = Counter(result.kernels)
+    except EqSatInputError:
+        raise
+    except Exception as exc:
+        report.error = f"{stage.current}: {type(exc).__name__}: {exc}"
+        if options.strict:
+            raise EqSatInternalError(stage.current, exc) from exc
+        log.warning("eqsat: %s failed (%s: %s); graph left unchanged", stage.current, type(exc).__name__, exc)
+    return report

@@ -1,0 +1,302 @@
+"""Import: an FX graph becomes terms (pure Python), facts and roots. Nothing here touches egglog.
+
+Entry point: :func:`import_graph`. Each FX node becomes exactly one of:
+- a **term**: a catalog op in some vocabulary, a view op (as ``Reshape`` to its output shape), a
+  ``getitem`` (as ``Get``), or a pure ATen/prims op with at most three tensor inputs (as ``A0..A3``
+  with its constant arguments kept in a side table);
+- an **opaque leaf** (``Leaf i``): placeholders, attributes, anything unknown, mutating, random or
+  impure, and anything that reads or produces a value some node mutates (or an alias of one).
+
+Invariants: every value a term reads is immutable for the whole graph, so emitted code may compute
+it anywhere its inputs exist; opaque nodes are never moved, copied or removed; the values opaque
+nodes and the graph output read are the roots extraction must cover.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+from torch.fx.node import map_aggregate
+
+from eqsat.errors import EqSatInputError
+from eqsat.ir import MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
+from eqsat.kernels.catalog import Catalog
+from eqsat.vocab.base import VocabIndex
+from extract.egraph import TensorFacts
+
+aten = torch.ops.aten
+VIEW_OPS = frozenset({
+    aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.squeeze.dim,
+    aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
+})
+NEVER_TERMS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
+                         "sym_size", "sym_stride", "sym_numel", "sym_storage_offset"})
+
+
+@dataclass(frozen=True, slots=True)
+class Arg:
+    """A term argument that is the value of FX node number ``node``."""
+
+    node: int
+
+
+@dataclass(frozen=True)
+class Slot:
+    """Where the ``i``-th tensor input goes in a generic op's argument template."""
+
+    i: int
+
+
+@dataclass(frozen=True)
+class GenericOp:
+    """A pure ATen/prims call with its tensor inputs cut out (``Slot``s), shared by equal calls."""
+
+    target: torch._ops.OpOverload
+    args: tuple
+    kwargs: dict
+
+
+Term = tuple[str, tuple]
+
+
+@dataclass
+class Imported:
+    graph: fx.Graph
+    nodes: list[fx.Node]
+    terms: dict[int, Term]
+    facts: dict[int, TensorFacts]
+    roots: list[int]
+    uses: list[tuple[fx.Node, int]]  # (opaque or output consumer, index of the value it reads)
+    generic: list[GenericOp] = field(default_factory=list)
+    shape_args: dict[str, object] = field(default_factory=dict)
+    vocabularies: list[str] = field(default_factory=list)
+    opaque: dict[int, str] = field(default_factory=dict)  # node index -> why it is opaque
+
+
+def _graph_of(obj: object) -> fx.Graph:
+    if isinstance(obj, fx.GraphModule):
+        return obj.graph
+    if isinstance(obj, fx.Graph):
+        return obj
+    raise EqSatInputError(
+        f"expected a torch.fx.GraphModule or torch.fx.Graph, got {type(obj).__name__}; "
+        "trace the model first (torch.fx.symbolic_trace, make_fx, or a torch.compile custom pass)")
+
+
+def _val(node: fx.Node) -> object:
+    if "val" not in node.meta:
+        raise EqSatInputError(
+            f"node {node.name!r} ({node.op} {node.target}) has no meta['val']; the optimizer needs the "
+            "fake-tensor values Inductor attaches to post-grad graphs (or run "
+            "torch.fx.passes.fake_tensor_prop.FakeTensorProp on the module first)")
+    return node.meta["val"]
+
+
+def facts_of(val: object) -> TensorFacts | None:
+    if not isinstance(val, torch.Tensor):
+        return None
+    try:
+        contiguous = bool(val.is_contiguous())
+    except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
+        contiguous = False
+    return TensorFacts(dtype_name(val.dtype), tuple(dim_key(d) for d in val.shape), contiguous)
+
+
+def _mutated_args(node: fx.Node) -> list[fx.Node]:
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return []
+    out = []
+    for i, a in enumerate(target._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            value = node.kwargs.get(a.name, node.args[i] if i < len(node.args) else None)
+            out.extend(x for x in (value if isinstance(value, (list, tuple)) else [value])
+                       if isinstance(x, fx.Node))
+    return out
+
+
+def _aliases_input(node: fx.Node) -> bool:
+    target = node.target
+    return isinstance(target, torch._ops.OpOverload) and any(
+        r.alias_info is not None for r in target._schema.returns)
+
+
+def mutated_values(graph: fx.Graph) -> set[fx.Node]:
+    """Values some node writes, closed over aliasing (a view of a mutated value, or its base)."""
+    mutated: set[fx.Node] = set()
+    for n in graph.nodes:
+        mutated.update(_mutated_args(n))
+    changed = bool(mutated)
+    while changed:
+        changed = False
+        for n in graph.nodes:
+            if not _aliases_input(n) or n.op != "call_function":
+                continue
+            bases = [a for a in n.all_input_nodes]
+            if n in mutated and not mutated.issuperset(bases):
+                mutated.update(bases)
+                changed = True
+            elif n not in mutated and any(b in mutated for b in bases):
+                mutated.add(n)
+                changed = True
+    return mutated
+
+
+def _opaque_reason(node: fx.Node, mutated: set[fx.Node]) -> str | None:
+    if node.op != "call_function":
+        return f"{node.op} node"
+    if node in mutated or any(a in mutated for a in node.all_input_nodes):
+        return "reads or produces a value that is mutated in place"
+    target = node.target
+    if target is operator.getitem:
+        return None
+    if not isinstance(target, torch._ops.OpOverload):
+        return f"unknown callable {getattr(target, '__name__', target)!r}"
+    if target._schema.is_mutable:
+        return "mutates its arguments"
+    if torch.Tag.nondeterministic_seeded in target.tags:
+        return "random"
+    if node.is_impure():
+        return "side effects"
+    return None
+
+
+def _bind(node: fx.Node, spelling, spec) -> tuple | None:
+    """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
+    schema = node.target._schema
+    given: dict[str, object] = {}
+    for i, a in enumerate(schema.arguments):
+        if i < len(node.args):
+            given[a.name] = node.args[i]
+        elif a.name in node.kwargs:
+            given[a.name] = node.kwargs[a.name]
+    names = [a.name for a in schema.arguments]
+    bound: dict[str, object] = dict(zip(spelling.args, (given.get(n) for n in names[:len(spelling.args)]),
+                                         strict=True))
+    for a in schema.arguments[len(spelling.args):]:
+        if a.name in given and given[a.name] != (a.default_value if a.has_default_value() else None):
+            return None
+    for p in spelling.from_output_dtype:
+        val = node.meta.get("val")
+        first = val[0] if isinstance(val, (tuple, list)) else val
+        if not isinstance(first, torch.Tensor):
+            return None
+        bound[p] = first.dtype
+    out = []
+    for name, sort in spec.params:
+        v = bound.get(name)
+        if sort == "T":
+            if not isinstance(v, fx.Node):
+                return None
+            out.append(v)
+        elif sort == "dtype":
+            if not isinstance(v, torch.dtype):
+                return None
+            out.append(dtype_name(v))
+        elif sort == "f64" and isinstance(v, (int, float)) and not isinstance(v, bool):
+            out.append(float(v))
+        elif sort == "i64" and isinstance(v, int) and not isinstance(v, bool):
+            out.append(int(v))
+        elif sort in ("str", "bool") and isinstance(v, str if sort == "str" else bool):
+            out.append(v)
+        else:
+            return None
+    return tuple(out)
+
+
+class _Importer:
+    def __init__(self, graph: fx.Graph, catalog: Catalog, vocab: VocabIndex) -> None:
+        self.graph, self.catalog, self.vocab = graph, catalog, vocab
+        self.nodes = list(graph.nodes)
+        self.index = {n: i for i, n in enumerate(self.nodes)}
+        self.out = Imported(graph, self.nodes, {}, {}, [], [])
+        self.generic_keys: dict[str, int] = {}
+
+    def run(self) -> Imported:
+        mutated = mutated_values(self.graph)
+        for i, node in enumerate(self.nodes):
+            if node.op == "output":
+                self._use(node)
+                continue
+            reason = _opaque_reason(node, mutated)
+            term = None if reason else self._term(node)
+            if term is None:
+                self.out.opaque[i] = reason or "no term for this op"
+                self.out.terms[i] = ("Leaf", (i,))
+                self._use(node)
+            else:
+                self.out.terms[i] = term
+            val = node.meta.get("val")
+            facts = facts_of(val)
+            if facts is not None:
+                self.out.facts[i] = facts
+        self.out.roots = sorted({i for _, i in self.out.uses})
+        return self.out
+
+    def _use(self, consumer: fx.Node) -> None:
+        for a in consumer.all_input_nodes:
+            j = self.index[a]
+            if j not in self.out.opaque:
+                self.out.uses.append((consumer, j))
+
+    def _term(self, node: fx.Node) -> Term | None:
+        target = node.target
+        val = _val(node)
+        if target is operator.getitem:
+            src, i = node.args
+            return ("Get", (Arg(self.index[src]), i)) if isinstance(src, fx.Node) and isinstance(i, int) else None
+        hit = self.vocab.lookup(target)
+        if hit is not None:
+            vocab, spelling = hit
+            bound = _bind(node, spelling, self.catalog[spelling.constructor]) \
+                if spelling.constructor in self.catalog else None
+            if bound is None:
+                return None
+            if vocab.name not in self.out.vocabularies:
+                self.out.vocabularies.append(vocab.name)
+            return (spelling.constructor, tuple(Arg(self.index[v]) if isinstance(v, fx.Node) else v
+                                                for v in bound))
+        if target in VIEW_OPS:
+            x = node.args[0]
+            if not isinstance(val, torch.Tensor) or not isinstance(x, fx.Node):
+                return None
+            key = shape_key(dim_key(d) for d in val.shape)
+            if target in (aten.view.default, aten.reshape.default, aten._unsafe_view.default):
+                self.out.shape_args.setdefault(key, node.args[1])
+            return ("Reshape", (Arg(self.index[x]), key))
+        return self._generic(node, val)
+
+    def _generic(self, node: fx.Node, val: object) -> Term | None:
+        target = node.target
+        if target.namespace not in ("aten", "prims") or target._opname in NEVER_TERMS:
+            return None
+        outs = val if isinstance(val, (tuple, list)) else [val]
+        if not outs or not all(isinstance(v, torch.Tensor) for v in outs):
+            return None
+        tensors: list[fx.Node] = []
+
+        def cut(a: object) -> object:
+            if isinstance(a, fx.Node) and isinstance(a.meta.get("val"), torch.Tensor):
+                tensors.append(a)
+                return Slot(len(tensors) - 1)
+            return a
+
+        args = map_aggregate(node.args, cut)
+        kwargs = map_aggregate(dict(node.kwargs), cut)
+        if len(tensors) > MAX_GENERIC_TENSOR_ARGS:
+            return None
+        key_text = f"{target}|{args!r}|{kwargs!r}"
+        key = self.generic_keys.get(key_text)
+        if key is None:
+            key = self.generic_keys[key_text] = len(self.out.generic)
+            self.out.generic.append(GenericOp(target, args, kwargs))
+        return (f"A{len(tensors)}", (str(target), key, *(Arg(self.index[t]) for t in tensors)))
+
+
+def import_graph(graph_or_module: object, catalog: Catalog, vocab: VocabIndex) -> Imported:
+    """Turn an FX graph into terms, facts and roots (see the module docstring)."""
+    graph = _graph_of(graph_or_module)
+    return _Importer(graph, catalog, vocab).run()

@@ -1,0 +1,169 @@
+"""Emit: write an extraction back into the same FX graph, changing only what changed.
+
+Entry point :func:`emit`. For each root (a value an opaque node or the output reads), in graph order
+of its consumer, the chosen e-node of its class is materialised just before that consumer:
+- an original e-node whose FX node already sits earlier and whose inputs materialise to the very
+  same FX nodes is reused as is;
+- otherwise a node is created: a copy of the original call with new inputs, a ``getitem``, a
+  ``reshape``, a catalog op in the vocabulary the input graph used, or a generic ATen call.
+New nodes get ``meta["val"]`` by running the op on the inputs' fake values under the graph's fake
+mode (symbolic shapes kept). Then uses are redirected, the graph is linted, and pure nodes left
+without users are erased. Any failure before erasure undoes every change (the graph is as it was).
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass, field
+
+import torch
+import torch.fx as fx
+from torch._guards import detect_fake_mode
+from torch.fx.node import map_aggregate
+
+from eqsat.fx_in import Arg, Imported, Slot
+from eqsat.ir import dtype_from_name
+from eqsat.kernels.catalog import Catalog
+from eqsat.vocab.base import VocabIndex
+from extract.egraph import EGraph, ENode, Ref, Selection
+
+
+@dataclass
+class EmitResult:
+    created: list[fx.Node] = field(default_factory=list)
+    erased: int = 0
+    kernels: list[str] = field(default_factory=list)  # catalog ops created, by constructor name
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.created) or self.erased > 0
+
+
+class _Emitter:
+    def __init__(self, imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
+                 catalog: Catalog, vocab: VocabIndex) -> None:
+        self.im, self.eg, self.sel, self.catalog, self.vocab = imported, egraph, selection, catalog, vocab
+        self.graph = imported.graph
+        self.pos = {n: i for i, n in enumerate(imported.nodes)}
+        self.class_of_node = class_of_node
+        self.original: dict[tuple[str, tuple], int] = {}
+        for i, (op, args) in imported.terms.items():
+            key = (op, tuple(Ref(class_of_node[a.node]) if isinstance(a, Arg) else a for a in args))
+            self.original.setdefault(key, i)
+        self.memo: dict[int, fx.Node] = {}
+        self.result = EmitResult()
+        fake_vals = [n.meta.get("val") for n in imported.nodes]
+        self.fake_mode = detect_fake_mode([v for v in fake_vals if isinstance(v, torch.Tensor)])
+
+    # -- materialisation ---------------------------------------------------------------------
+    def value(self, eclass: int, anchor: fx.Node) -> fx.Node:
+        got = self.memo.get(eclass)
+        if got is not None:
+            return got
+        enode = self.eg.nodes[self.sel[eclass]]
+        idx = self.original.get((enode.op, enode.args))
+        if enode.op == "Leaf":
+            node = self.im.nodes[enode.args[0]]
+            if self.pos[node] >= self.pos[anchor]:
+                raise RuntimeError(f"value {node.name} is defined after its new use {anchor.name}")
+        elif idx is not None:
+            node = self._from_original(idx, enode, anchor)
+        else:
+            node = self._create(enode, anchor)
+        self.memo[eclass] = node
+        return node
+
+    def _from_original(self, idx: int, enode: ENode, anchor: fx.Node) -> fx.Node:
+        orig = self.im.nodes[idx]
+        _, targs = self.im.terms[idx]
+        inputs = {self.im.nodes[a.node]: self.value(self.class_of_node[a.node], anchor)
+                  for a in targs if isinstance(a, Arg)}
+        if self.pos[orig] < self.pos[anchor] and all(k is v for k, v in inputs.items()):
+            return orig
+        with self.graph.inserting_before(anchor):
+            node = self.graph.node_copy(orig, lambda n: inputs.get(n, n))
+        node.meta = {k: v for k, v in orig.meta.items() if k in ("val", "stack_trace", "nn_module_stack")}
+        self.result.created.append(node)
+        return node
+
+    def _create(self, enode: ENode, anchor: fx.Node) -> fx.Node:
+        def kid(a: object) -> object:
+            return self.value(a.eclass, anchor) if isinstance(a, Ref) else a
+
+        args = [kid(a) for a in enode.args]
+        if enode.op == "Get":
+            return self._call(operator.getitem, (args[0], args[1]), {}, anchor)
+        if enode.op == "Reshape":
+            return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor)
+        if enode.op in self.catalog:
+            spec = self.catalog[enode.op]
+            spelling = self.vocab.spelling_for(enode.op, self.im.vocabularies)
+            if spelling is None:
+                raise RuntimeError(f"no registered op spells {enode.op} in vocabularies {self.im.vocabularies}")
+            named = dict(zip(spec.param_names, args, strict=True))
+            sorts = dict(spec.params)
+            call_args = tuple(dtype_from_name(named[p]) if sorts[p] == "dtype" else named[p] for p in spelling.args)
+            node = self._call(spelling.overload(), call_args, {}, anchor)
+            if spec.is_fused:
+                self.result.kernels.append(enode.op)
+            return node
+        if enode.op.startswith("A") and enode.op[1:].isdigit():
+            op = self.im.generic[enode.args[1]]
+            tensors = args[2:]
+            fill = lambda a: tensors[a.i] if isinstance(a, Slot) else a  # noqa: E731
+            return self._call(op.target, map_aggregate(op.args, fill), map_aggregate(op.kwargs, fill), anchor)
+        raise RuntimeError(f"cannot emit e-node {enode.op}")
+
+    def _shape_arg(self, key: str) -> object:
+        if key in self.im.shape_args:
+            return self.im.shape_args[key]
+        dims = key.split(",") if key else []
+        ints = [int(d) if d.lstrip("-").isdigit() else None for d in dims]
+        if sum(d is None for d in ints) > 1:
+            raise RuntimeError(f"cannot spell reshape to symbolic shape {key!r}")
+        return [-1 if d is None else d for d in ints]
+
+    def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node) -> fx.Node:
+        with self.graph.inserting_before(anchor):
+            node = self.graph.call_function(target, args, kwargs)
+        self.result.created.append(node)
+        vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
+        if self.fake_mode is not None:
+            with self.fake_mode:
+                node.meta["val"] = target(*vals[0], **vals[1])
+        else:
+            node.meta["val"] = target(*vals[0], **vals[1])
+        return node
+
+
+def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
+         catalog: Catalog, vocab: VocabIndex) -> EmitResult:
+    em = _Emitter(imported, egraph, selection, class_of_node, catalog, vocab)
+    graph = imported.graph
+    replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
+    had_users = {n for n in imported.nodes if n.users}
+    try:
+        for consumer, j in sorted(imported.uses, key=lambda u: em.pos[u[0]]):
+            old = imported.nodes[j]
+            new = em.value(class_of_node[j], consumer)
+            if new is not old:
+                consumer.replace_input_with(old, new)
+                replaced.append((consumer, old, new))
+        graph.lint()
+    except BaseException:
+        for consumer, old, new in reversed(replaced):
+            consumer.replace_input_with(new, old)
+        for node in reversed(em.result.created):
+            graph.erase_node(node)
+        raise
+    for i in reversed(range(len(imported.nodes))):
+        node = imported.nodes[i]
+        if i not in imported.opaque and node in had_users and not node.users:
+            graph.erase_node(node)
+            em.result.erased += 1
+    for node in reversed(em.result.created):
+        if not node.users:
+            graph.erase_node(node)
+            em.result.created.remove(node)
+    graph.lint()
+    return em.result

@@ -1,0 +1,88 @@
+"""The IR: one egglog sort ``T`` for every value, at three levels, plus the facts it carries.
+
+Level A (ATen/prims as post-grad graphs spell them) enters generically: ``A0``..``A3`` take the
+target name, a key into the import's table of constant arguments, and up to three tensor children.
+Level B (library-independent semantics) and level C (kernels) are constructors generated from the
+kernel catalog (``eqsat.kernels.catalog``), so adding a kernel never edits this file.
+
+Fixed constructors:
+- ``(Leaf i)``: a graph input or the output of an opaque node (FX node index ``i``); never rewritten.
+- ``(Get t i)``: projection ``i`` of a tuple-valued term (multi-output ops).
+- ``(Reshape t s)``: ``t`` reshaped (row-major) to the shape whose key is ``s``. Every FX view op
+  (``view``, ``reshape``, ``_unsafe_view``, ``squeeze``, ``unsqueeze``) imports as this one form, so
+  view algebra is stated once.
+- ``(Node i)``: import bookkeeping only: unioned with FX node ``i``'s term so that the frozen e-graph
+  says which e-class each FX node landed in. Never extracted.
+
+Facts, set by the importer from ``node.meta["val"]`` for every tensor value:
+``(dtype t)`` dtype name, ``(shape t)`` shape key, ``(ndim t)``, ``(dim t k)`` for each concrete dim
+(``k`` negative, counted from the end), and the relation ``(contiguous t)``. ``(dtype-ok K d)`` lists
+the activation dtypes kernel ``K`` accepts; the catalog fills it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import torch
+
+FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
+    "Leaf": ("i64",),
+    "Get": ("T", "i64"),
+    "Reshape": ("T", "String"),
+    "A0": ("String", "i64"),
+    "A1": ("String", "i64", "T"),
+    "A2": ("String", "i64", "T", "T"),
+    "A3": ("String", "i64", "T", "T", "T"),
+    "Node": ("i64",),
+}
+"""Constructors of sort T that every e-graph has, with their argument sorts."""
+
+FACT_FUNCTIONS = """
+(function dtype (T) String :merge old)
+(function shape (T) String :merge old)
+(function ndim (T) i64 :merge old)
+(function dim (T i64) i64 :merge old)
+(relation contiguous (T))
+(relation dtype-ok (String String))
+"""
+
+MAX_GENERIC_TENSOR_ARGS = 3
+ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})
+
+
+def schema(constructors: dict[str, tuple[str, ...]]) -> str:
+    """egglog declarations for sort T with the given constructors, plus the fact functions."""
+    lines = ["(datatype T)"]
+    for name, sorts in constructors.items():
+        lines.append(f"(constructor {name} ({' '.join(sorts)}) T)")
+    return "\n".join(lines) + FACT_FUNCTIONS
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    """``torch.bfloat16`` -> ``"bfloat16"``."""
+    return str(dtype).removeprefix("torch.")
+
+
+def dtype_from_name(name: str) -> torch.dtype:
+    value = getattr(torch, name, None)
+    if not isinstance(value, torch.dtype):
+        raise ValueError(f"unknown dtype name {name!r}")
+    return value
+
+
+def dim_key(d: int | torch.SymInt) -> int | str:
+    """A concrete dim stays an int; a symbolic one becomes its expression, e.g. ``"s77"``."""
+    if isinstance(d, torch.SymInt):
+        expr = d.node.expr
+        return int(expr) if expr.is_number else str(expr)
+    return int(d)
+
+
+def shape_key(shape: Iterable[int | str]) -> str:
+    """Canonical string for a shape: dims joined by commas, ``"s77,7168"``; ``""`` for a scalar."""
+    return ",".join(str(d) for d in shape)
+
+
+def sorts_of(params: Sequence[tuple[str, str]]) -> tuple[str, ...]:
+    return tuple(sort for _, sort in params)

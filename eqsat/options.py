@@ -1,0 +1,40 @@
+"""The one configuration object: numerics contract, device profile, size binding, budgets, mode."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
+from eqsat.kernels.spec import Numerics
+from eqsat.saturate import Budgets
+from eqsat.vocab.base import Vocabulary
+from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
+
+
+@dataclass(frozen=True)
+class Options:
+    """How the optimizer runs.
+
+    - ``numerics``: ``"rounding"`` (what vLLM ships: fused kernels that skip an intermediate
+      rounding may replace the unfused ops) or ``"exact"`` (only bit-identical rewrites).
+    - ``profile``: a device profile name in ``extract/profiles`` (``mi300x``, ``mi355x``, ``h200``).
+    - ``sizes``: the size bound to symbolic dims when costing: one int for every symbol, or a
+      mapping symbol -> int (``"*"`` is the default).
+    - ``extractor``: ``"greedy"`` (DAG greedy, default), ``"ilp"`` (exact) or ``"tree"``.
+    - ``strict``: raise on internal failure instead of logging a warning and leaving the graph as is.
+    """
+
+    numerics: Numerics = "rounding"
+    profile: str = "mi300x"
+    sizes: int | Mapping[str, int] = 256
+    extractor: str = "greedy"
+    budgets: Budgets = field(default_factory=Budgets)
+    strict: bool = False
+    catalog: Catalog = DEFAULT_CATALOG
+    vocabularies: tuple[Vocabulary, ...] = DEFAULT_VOCABULARIES
+
+    def fingerprint(self) -> str:
+        sizes = sorted(self.sizes.items()) if isinstance(self.sizes, Mapping) else self.sizes
+        return repr((self.numerics, self.profile, sizes, self.extractor, self.budgets, self.strict,
+                     [v.spellings for v in self.vocabularies]))

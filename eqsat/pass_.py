@@ -1,0 +1,71 @@
+"""``EqSatPass``: the optimizer as an Inductor post-grad custom pass and a vLLM ``InductorPass``.
+
+Use: ``torch._inductor.config.post_grad_custom_post_pass = EqSatPass()``. In vLLM, put it in
+``compilation_config.inductor_compile_config["post_grad_custom_post_pass"]``. ``uuid()`` hashes
+everything that can change the result (rules, catalog, cost profile, options, the package's own
+source, and the egglog and torch versions), so Inductor's FX-graph cache never reuses a stale graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import replace
+from functools import cache
+from importlib import metadata, resources
+from pathlib import Path
+
+import torch
+import torch.fx as fx
+from torch._inductor.custom_graph_pass import CustomGraphPass
+
+from eqsat.api import optimize
+from eqsat.options import Options
+from eqsat.report import Report
+from extract.cost import load_profile
+from rewrites.schedule import default_rules
+
+log = logging.getLogger("eqsat")
+
+
+@cache
+def _source_digest() -> str:
+    h = hashlib.sha256()
+    for pkg in ("eqsat", "rewrites", "extract"):
+        root = Path(str(resources.files(pkg)))
+        for path in sorted(root.rglob("*")):
+            if path.suffix in (".py", ".json"):
+                h.update(str(path.relative_to(root)).encode())
+                h.update(path.read_bytes())
+    return h.hexdigest()
+
+
+class EqSatPass(CustomGraphPass):
+    """Runs :func:`eqsat.optimize` on each graph; never breaks a compile unless ``strict``."""
+
+    def __init__(self, options: Options | None = None, **overrides: object) -> None:
+        self.options = replace(options or Options(), **overrides)
+        self.last_report: Report | None = None
+
+    def __call__(self, graph: fx.Graph) -> None:
+        try:
+            self.last_report = optimize(graph, self.options)
+        except Exception as exc:
+            if self.options.strict:
+                raise
+            log.warning("eqsat: pass skipped (%s: %s); graph left unchanged", type(exc).__name__, exc)
+            return
+        log.info("%s", self.last_report.summary())
+        log.debug("eqsat report:\n%s", self.last_report.table())
+
+    def is_applicable_for_range(self, compile_range: object) -> bool:
+        return True
+
+    def uuid(self) -> str:
+        o = self.options
+        parts = [
+            "\n".join(r.egglog("main") + r.numerics for r in default_rules(o.catalog, o.numerics)),
+            o.catalog.fingerprint(), repr(load_profile(o.profile)), o.fingerprint(), _source_digest(),
+            metadata.version("egglog"), torch.__version__,
+        ]
+        return hashlib.sha256("\x00".join(parts).encode()).hexdigest()

@@ -1,0 +1,64 @@
+"""The report of one optimizer run: what fired, what was chosen, predicted times, sizes, timings.
+
+A plain value (``Report``); ``table()`` renders it for people, ``as_dict()`` for tools and logs.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class Report:
+    rules_fired: Counter[str] = field(default_factory=Counter)  # rule name -> matches
+    kernels_chosen: Counter[str] = field(default_factory=Counter)  # fused kernels created
+    predicted_before_us: float = 0.0
+    predicted_after_us: float = 0.0
+    egraph_nodes: int = 0
+    egraph_classes: int = 0
+    stop_reason: str = ""
+    iterations: int = 0
+    stage_ms: dict[str, float] = field(default_factory=dict)
+    imported_terms: int = 0
+    opaque_nodes: int = 0
+    changed: bool = False
+    error: str | None = None
+
+    @property
+    def total_ms(self) -> float:
+        return sum(self.stage_ms.values())
+
+    @property
+    def predicted_saving_us(self) -> float:
+        return self.predicted_before_us - self.predicted_after_us
+
+    def summary(self) -> str:
+        kernels = ", ".join(f"{k} x{n}" for k, n in sorted(self.kernels_chosen.items())) or "none"
+        return (f"eqsat: {sum(self.kernels_chosen.values())} fusion(s) [{kernels}], predicted "
+                f"{self.predicted_before_us:.2f} -> {self.predicted_after_us:.2f} us, "
+                f"{self.total_ms:.1f} ms, stop: {self.stop_reason or '-'}"
+                + (f", error: {self.error}" if self.error else ""))
+
+    def table(self) -> str:
+        rows: list[tuple[str, str]] = [
+            ("changed", str(self.changed)),
+            ("kernels chosen", ", ".join(f"{k} x{n}" for k, n in sorted(self.kernels_chosen.items())) or "-"),
+            ("rules fired (matches)", ", ".join(f"{k}: {n}" for k, n in sorted(self.rules_fired.items())) or "-"),
+            ("predicted before", f"{self.predicted_before_us:.2f} us"),
+            ("predicted after", f"{self.predicted_after_us:.2f} us"),
+            ("imported terms / opaque", f"{self.imported_terms} / {self.opaque_nodes}"),
+            ("e-graph", f"{self.egraph_nodes} e-nodes, {self.egraph_classes} e-classes"),
+            ("saturation", f"{self.stop_reason} after {self.iterations} iteration(s)"),
+            *((f"time: {k}", f"{v:.2f} ms") for k, v in self.stage_ms.items()),
+            ("time: total", f"{self.total_ms:.2f} ms"),
+        ]
+        if self.error:
+            rows.append(("error", self.error))
+        width = max(len(k) for k, _ in rows)
+        return "\n".join(f"{k.ljust(width)}  {v}" for k, v in rows)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["rules_fired"], d["kernels_chosen"] = dict(self.rules_fired), dict(self.kernels_chosen)
+        return d

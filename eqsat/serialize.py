@@ -1,0 +1,75 @@
+"""Serialize: freeze the saturated egglog e-graph into the plain value extraction reads.
+
+Entry point :func:`serialize`. It reads egglog's frozen tables directly (no JSON): constructor rows
+become :class:`~extract.egraph.ENode`s, ``(Node i)`` rows say which e-class FX node ``i`` is in, and
+the fact tables become :class:`~extract.egraph.TensorFacts` per e-class. E-class ids are dense ints
+assigned here; nothing of egglog survives in the result.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from egglog import bindings as eb
+
+from extract.egraph import EGraph, ENode, Ref, TensorFacts
+
+
+@dataclass
+class Serialized:
+    egraph: EGraph
+    class_of_node: dict[int, int]  # FX node index -> e-class
+
+
+def _parse_dim(d: str) -> int | str:
+    try:
+        return int(d)
+    except ValueError:
+        return d
+
+
+def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], root_nodes: list[int]) -> Serialized:
+    frozen = egraph.freeze()
+    ids: dict[object, int] = {}
+
+    def cid(v: object) -> int:
+        got = ids.get(v)
+        if got is None:
+            got = ids[v] = len(ids)
+        return got
+
+    decode = {"i64": egraph.value_to_i64, "f64": egraph.value_to_f64,
+              "String": egraph.value_to_string, "bool": egraph.value_to_bool}
+    nodes: list[ENode] = []
+    class_of_node: dict[int, int] = {}
+    for name, fn in frozen.functions.items():
+        sorts = constructors.get(name)
+        if sorts is None or fn.is_let_binding:
+            continue
+        for row in fn.rows:
+            if row.subsumed:
+                continue
+            if name == "Node":
+                class_of_node[egraph.value_to_i64(row.inputs[0])] = cid(row.output)
+                continue
+            args = tuple(Ref(cid(v)) if s == "T" else decode[s](v) for s, v in zip(sorts, row.inputs, strict=True))
+            nodes.append(ENode(name, args, cid(row.output)))
+
+    def table(name: str) -> dict[int, object]:
+        fn = frozen.functions.get(name)
+        if fn is None:
+            return {}
+        return {cid(r.inputs[0]): r.output for r in fn.rows}
+
+    dtypes, shapes = table("dtype"), table("shape")
+    contiguous = set(table("contiguous"))
+    facts: dict[int, TensorFacts] = {}
+    for c, dv in dtypes.items():
+        sv = shapes.get(c)
+        if sv is None:
+            continue
+        text = egraph.value_to_string(sv)
+        shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
+        facts[c] = TensorFacts(egraph.value_to_string(dv), shape, c in contiguous)
+    roots = list(dict.fromkeys(class_of_node[i] for i in root_nodes))
+    return Serialized(EGraph.from_nodes(nodes, roots, facts), class_of_node)

@@ -1,0 +1,86 @@
+"""Vocabularies: how one library spells the catalog's ops in an FX graph.
+
+A :class:`Spelling` ties a catalog constructor to one FX target: which constructor parameters are
+the op's leading positional arguments (in order), and which parameters are read off the op's
+output instead (vLLM's AITER ops take no fp8 dtype; it is the platform's, seen on the output).
+Every other schema argument must hold its schema default, or the node is not this op and stays
+opaque. Import and emission both read the same spelling, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+import torch
+
+
+@dataclass(frozen=True)
+class Spelling:
+    constructor: str
+    target: str  # "namespace::op" or "namespace::op.overload"
+    args: tuple[str, ...]
+    from_output_dtype: tuple[str, ...] = ()  # parameters equal to the dtype of output 0
+
+    def overload(self) -> torch._ops.OpOverload | None:
+        """The OpOverload if the op is registered in this process, else None."""
+        ns, _, rest = self.target.partition("::")
+        name, _, ov = rest.partition(".")
+        packet = getattr(getattr(torch.ops, ns), name, None) if hasattr(torch.ops, ns) else None
+        if packet is None:
+            return None
+        try:
+            return getattr(packet, ov or "default")
+        except AttributeError:
+            return None
+
+    @property
+    def qualname(self) -> str:
+        return self.target if "." in self.target.partition("::")[2] else f"{self.target}.default"
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    name: str
+    spellings: tuple[Spelling, ...]
+    by_constructor: dict[str, Spelling] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "by_constructor", {s.constructor: s for s in self.spellings})
+
+    def __iter__(self) -> Iterator[Spelling]:
+        return iter(self.spellings)
+
+
+def overload_qualname(op: torch._ops.OpOverload) -> str:
+    """``torch.ops.vllm.rocm_aiter_group_fp8_quant.default`` -> ``"vllm::rocm_aiter_group_fp8_quant.default"``."""
+    return f"{op.namespace}::{op._opname}.{op._overloadname}"
+
+
+@dataclass(frozen=True)
+class VocabIndex:
+    """All spellings of a set of vocabularies, looked up by FX target qualname."""
+
+    vocabularies: tuple[Vocabulary, ...]
+    by_target: dict[str, tuple[Vocabulary, Spelling]] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        table: dict[str, tuple[Vocabulary, Spelling]] = {}
+        for v in self.vocabularies:
+            for s in v:
+                table.setdefault(s.qualname, (v, s))
+        object.__setattr__(self, "by_target", table)
+
+    def lookup(self, op: object) -> tuple[Vocabulary, Spelling] | None:
+        if not isinstance(op, torch._ops.OpOverload):
+            return None
+        return self.by_target.get(overload_qualname(op))
+
+    def spelling_for(self, constructor: str, preferred: list[str]) -> Spelling | None:
+        """The spelling to emit ``constructor`` with: the first preferred vocabulary whose op exists."""
+        order = sorted(self.vocabularies, key=lambda v: preferred.index(v.name) if v.name in preferred else 99)
+        for v in order:
+            s = v.by_constructor.get(constructor)
+            if s is not None and s.overload() is not None:
+                return s
+        return None

@@ -1,0 +1,51 @@
+"""Kernel rules, generated from the catalog: nothing here is written per kernel.
+
+For a fused row ``K(params)`` with semantic outputs ``o_0 .. o_n`` two rules are made:
+- ``fuse-K``: wherever the semantics occur and the row's side conditions hold, ``Get(K, i) = o_i``;
+- ``unlift-K``: wherever ``K`` already occurs (a graph that is partly fused), the same equalities,
+  so later fusions still see through it.
+The query of ``fuse-K`` is the outermost non-projection subterm of each output (deduplicated);
+the equalities are the same in both directions, so which rule fires first never matters.
+"""
+
+from __future__ import annotations
+
+from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.spec import KernelSpec
+from rewrites.rule import Rule, rule
+
+
+def strip_get(term: str) -> str:
+    """``(Get X 0)`` -> ``X``; any other term is returned as is."""
+    if not term.startswith("(Get "):
+        return term
+    depth = 0
+    for i, ch in enumerate(term[5:], start=5):
+        depth += ch == "("
+        depth -= ch == ")"
+        if depth == 0 and ch in " )":
+            return term[5:i + (ch == ")")].strip()
+    raise ValueError(f"unbalanced term {term!r}")
+
+
+def _unions(spec: KernelSpec, k: str) -> tuple[str, ...]:
+    outs = spec.outputs or ()
+    if len(outs) == 1:
+        return (f"(union {k} {outs[0]})",)
+    return tuple(f"(union (Get {k} {i}) {o})" for i, o in enumerate(outs))
+
+
+def kernel_rules(spec: KernelSpec) -> tuple[Rule, ...]:
+    if spec.outputs is None:
+        return ()
+    call = f"({spec.name} {' '.join(spec.param_names)})"
+    atoms = list(dict.fromkeys(strip_get(o) for o in spec.outputs))
+    fuse_query = (*(f"(= __s{i} {a})" for i, a in enumerate(atoms)), *spec.constraints)
+    fuse = rule(f"fuse-{spec.name}", fuse_query, (f"(let __k {call})", *_unions(spec, "__k")),
+                spec.numerics, "kernels")
+    unlift = rule(f"unlift-{spec.name}", (f"(= __k {call})",), _unions(spec, "__k"), spec.numerics, "unlift")
+    return (fuse, unlift)
+
+
+def catalog_rules(catalog: Catalog) -> tuple[Rule, ...]:
+    return tuple(r for spec in catalog.fused() for r in kernel_rules(spec))

@@ -1,0 +1,37 @@
+"""A rule is one line of data: a name, egglog query facts, egglog actions, and a numerics tag.
+
+``rewrite(name, lhs, rhs)`` states ``lhs = rhs`` (the e-graph keeps both, so it is an equivalence,
+not a replacement); ``rule(name, query, actions)`` is the general multi-fact form. ``numerics`` is
+``exact`` (bit-identical results) or ``rounding`` (equal up to the rounding of an intermediate);
+``Options.numerics`` selects which rules may run. Rendering to egglog text is the only behaviour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from eqsat.kernels.spec import Numerics
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    query: tuple[str, ...]
+    actions: tuple[str, ...]
+    numerics: Numerics = "exact"
+    family: str = ""
+
+    def egglog(self, ruleset: str) -> str:
+        return (f"(rule ({' '.join(self.query)}) ({' '.join(self.actions)}) "
+                f':ruleset {ruleset} :name "{self.name}")')
+
+
+def rewrite(name: str, lhs: str, rhs: str, *when: str, numerics: Numerics = "exact",
+            family: str = "") -> Rule:
+    """``lhs = rhs`` when the side conditions ``when`` hold."""
+    return Rule(name, (f"(= __lhs {lhs})", *when), (f"(union __lhs {rhs})",), numerics, family)
+
+
+def rule(name: str, query: tuple[str, ...], actions: tuple[str, ...], numerics: Numerics = "exact",
+         family: str = "") -> Rule:
+    return Rule(name, query, actions, numerics, family)

@@ -1,0 +1,27 @@
+"""Which rules run: every family in one ruleset, filtered by the numerics contract.
+
+All rules live in a single egglog ruleset and run together each iteration, so their order in any
+list is irrelevant (``tests/test_order.py`` shuffles it). ``rounding`` admits ``exact`` rules too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.spec import Numerics
+from rewrites import views
+from rewrites.kernels import catalog_rules
+from rewrites.rule import Rule
+
+ADMITS: dict[str, frozenset[str]] = {"exact": frozenset({"exact"}), "rounding": frozenset({"exact", "rounding"})}
+
+
+def select(rules: Iterable[Rule], numerics: Numerics) -> tuple[Rule, ...]:
+    if numerics not in ADMITS:
+        raise ValueError(f"numerics must be 'exact' or 'rounding', got {numerics!r}")
+    return tuple(r for r in rules if r.numerics in ADMITS[numerics])
+
+
+def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
+    return select((*views.RULES, *catalog_rules(catalog)), numerics)

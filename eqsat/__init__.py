@@ -5,6 +5,7 @@ cost model of real kernels runs (e.g. rms_norm + fp8 group quant as one fused AI
 returns a :class:`Report`. ``EqSatPass`` is the same as a drop-in Inductor / vLLM post-grad pass.
 """
 
+from eqsat import ops as _ops  # noqa: F401  (registers the eqsat:: torch.library ops)
 from eqsat.api import optimize
 from eqsat.errors import EqSatInputError, EqSatInternalError
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog

@@ -59,11 +59,23 @@ class _Stages:
             self.report.stage_ms[name] = (time.perf_counter() - start) * 1e3
 
 
+def _validate(options: Options) -> None:
+    if options.extractor not in EXTRACTORS:
+        raise EqSatInputError(f"unknown extractor {options.extractor!r}; choose one of {sorted(EXTRACTORS)}")
+    if options.emit not in ("if_faster", "always"):
+        raise EqSatInputError(f"emit must be 'if_faster' or 'always', got {options.emit!r}")
+    if options.numerics not in ("exact", "rounding"):
+        raise EqSatInputError(f"numerics must be 'exact' or 'rounding', got {options.numerics!r}")
+    try:
+        load_profile(options.profile)
+    except ValueError as exc:
+        raise EqSatInputError(str(exc)) from None
+
+
 def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, **overrides: object) -> Report:
     """Rewrite ``graph_module`` in place with the cheapest equivalent graph; return the report."""
     options = replace(options or Options(), **overrides)
-    if options.extractor not in EXTRACTORS:
-        raise EqSatInputError(f"unknown extractor {options.extractor!r}; choose one of {sorted(EXTRACTORS)}")
+    _validate(options)
     report = Report()
     stage = _Stages(report)
     vocab = VocabIndex(options.vocabularies)
@@ -91,7 +103,8 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
             before = _before_selection(imported, ser)
             report.predicted_before_us = dag_cost(eg, before, cost)
             report.predicted_after_us = dag_cost(eg, selection, cost)
-        if report.predicted_after_us >= report.predicted_before_us - IMPROVEMENT_EPS_US:
+        faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
+        if not faster and options.emit != "always":
             report.predicted_after_us = report.predicted_before_us
             return report
         with stage("emit"):

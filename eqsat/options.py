@@ -23,6 +23,8 @@ class Options:
       mapping symbol -> int (``"*"`` is the default).
     - ``extractor``: ``"greedy"`` (DAG greedy, default), ``"ilp"`` (exact) or ``"tree"``.
     - ``strict``: raise on internal failure instead of logging a warning and leaving the graph as is.
+    - ``emit``: ``"if_faster"`` (default) rewrites only when the extraction is predicted faster;
+      ``"always"`` writes the extraction back even when it is not (tests use it for round trips).
     """
 
     numerics: Numerics = "rounding"
@@ -31,10 +33,11 @@ class Options:
     extractor: str = "greedy"
     budgets: Budgets = field(default_factory=Budgets)
     strict: bool = False
+    emit: str = "if_faster"
     catalog: Catalog = DEFAULT_CATALOG
     vocabularies: tuple[Vocabulary, ...] = DEFAULT_VOCABULARIES
 
     def fingerprint(self) -> str:
         sizes = sorted(self.sizes.items()) if isinstance(self.sizes, Mapping) else self.sizes
-        return repr((self.numerics, self.profile, sizes, self.extractor, self.budgets, self.strict,
+        return repr((self.numerics, self.profile, sizes, self.extractor, self.budgets, self.strict, self.emit,
                      [v.spellings for v in self.vocabularies]))

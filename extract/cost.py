@@ -3,8 +3,8 @@
 Entry points: :func:`load_profile` (a device profile from ``extract/profiles/*.json``) and
 :class:`RooflineCost`, the ``CostFn`` extractors call on each e-node. Catalog ops are costed by
 their row's traffic formula (``factor`` from the profile's calibration for that row's key); generic
-ATen ops as one kernel each that reads its inputs and writes its output; views, projections and
-leaves cost 0. Symbolic dims are bound to sizes (``sizes``: one int for every symbol, or a mapping
+ATen ops as one kernel each that reads its inputs and writes its output; projections and leaves
+cost 0, and a view costs a token ``VIEW_US`` so that, all else equal, fewer views win. Symbolic dims are bound to sizes (``sizes``: one int for every symbol, or a mapping
 symbol -> int with ``"*"`` as the default) before any formula sees a shape.
 """
 
@@ -22,6 +22,8 @@ from eqsat.ir import ZERO_COST_OPS
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Operand, Traffic
 from extract.egraph import EGraph, ENode, TensorFacts
+
+VIEW_US = 1e-6
 
 
 @dataclass(frozen=True)
@@ -107,5 +109,6 @@ class RooflineCost:
         got = self._memo.get(node)
         if got is None:
             t = self.traffic(node)
-            got = self._memo[node] = 0.0 if t is None else self.profile.time_us(*t)
+            got = (VIEW_US if node.op == "Reshape" else 0.0) if t is None else self.profile.time_us(*t)
+            self._memo[node] = got
         return got

@@ -1,0 +1,180 @@
+"""The project's own `torch.library` ops, namespace `eqsat`, and the helper that defines ops once.
+
+Ops (all functional: no argument is mutated and every output is a fresh, contiguous tensor):
+
+    eqsat::rms_norm(Tensor x, Tensor weight, float eps) -> Tensor
+    eqsat::fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)
+    eqsat::group_fp8_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)
+    eqsat::rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float eps, SymInt group_size,
+                                   ScalarType dtype) -> (Tensor, Tensor)
+    eqsat::rmsnorm_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight, float eps,
+                                       SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)
+
+Invariants:
+- The real kernel of each op is the matching function of `eqsat.reference`, registered under
+  CompositeExplicitAutograd, so it runs on any device (no autograd formula is provided).
+- Each op has a fake impl built only from `x.shape` / `new_empty`, so token dims may be SymInts.
+  The fakes do not check `N % group_size == 0`; the real kernels raise ValueError for that.
+- Importing this module is idempotent: an op whose schema is already known to the dispatcher is
+  left alone (a second import, an `importlib.reload`, or another copy of this module).
+- The `Library` objects are kept in `_LIBS`. Dropping a `Library` removes everything it registered,
+  so they must stay reachable for the whole process; `_LIBS` even survives a reload of this module.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from eqsat import reference as ref
+
+NAMESPACE = "eqsat"
+
+_LIBS: dict[str, torch.library.Library] = globals().get("_LIBS", {})
+
+
+def op_exists(qualname: str, overload: str = "") -> bool:
+    """True when the dispatcher knows the schema `qualname` (e.g. "vllm_ir::rms_norm")."""
+    try:
+        torch._C._dispatch_find_schema_or_throw(qualname, overload)
+    except RuntimeError:
+        return False
+    return True
+
+
+def define_op(
+    libs: dict[str, torch.library.Library],
+    namespace: str,
+    schema: str,
+    impl: Callable[..., Any],
+    fake: Callable[..., Any],
+) -> bool:
+    """Define `namespace::schema` with a CompositeExplicitAutograd kernel and a fake, unless it exists.
+
+    `schema` is "name(args) -> rets". The FRAGMENT library for `namespace` is created on demand and
+    stored in `libs`; the caller must keep `libs` alive. Returns True if this call defined the op.
+    """
+    name = schema.split("(", 1)[0]
+    if op_exists(f"{namespace}::{name}"):
+        return False
+    lib = libs.get(namespace)
+    if lib is None:
+        lib = libs[namespace] = torch.library.Library(namespace, "FRAGMENT")
+    lib.define(schema)
+    lib.impl(name, impl, "CompositeExplicitAutograd")
+    torch.library.register_fake(f"{namespace}::{name}", fake, lib=lib)
+    return True
+
+
+def _c(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    return tuple(t.contiguous() for t in ts)
+
+
+def scale_shape(x: torch.Tensor, group_size: int) -> list[Any]:
+    """Shape of the per-group scale of `x`: x.shape[:-1] + [N // group_size] (SymInt-safe)."""
+    return [*x.shape[:-1], x.shape[-1] // group_size]
+
+
+# -- real kernels: thin wrappers over eqsat.reference -------------------------------------------------
+
+
+def _rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return ref.rms_norm(x, weight, eps).contiguous()
+
+
+def _fused_add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> Any:
+    return _c(*ref.fused_add_rms_norm(x, residual, weight, eps))
+
+
+def _group_fp8_quant(x: torch.Tensor, group_size: int, dtype: torch.dtype) -> Any:
+    return _c(*ref.group_fp8_quant(x, group_size, dtype))
+
+
+def _rmsnorm_fp8_group_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, dtype: torch.dtype
+) -> Any:
+    return _c(*ref.rmsnorm_fp8_group_quant(x, weight, eps, group_size, dtype))
+
+
+def _rmsnorm_add_fp8_group_quant(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    group_size: int,
+    dtype: torch.dtype,
+) -> Any:
+    return _c(*ref.rmsnorm_add_fp8_group_quant(x, residual, weight, eps, group_size, dtype))
+
+
+# -- fakes: shapes and dtypes only -------------------------------------------------------------------
+
+
+def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    return x.new_empty(x.shape)
+
+
+def _fused_add_rms_norm_fake(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
+) -> Any:
+    return x.new_empty(x.shape), x.new_empty(x.shape)
+
+
+def _quant_fake(x: torch.Tensor, group_size: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty(scale_shape(x, group_size), dtype=torch.float32)
+
+
+def _rmsnorm_fp8_group_quant_fake(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, dtype: torch.dtype
+) -> Any:
+    return _quant_fake(x, group_size, dtype)
+
+
+def _rmsnorm_add_fp8_group_quant_fake(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    group_size: int,
+    dtype: torch.dtype,
+) -> Any:
+    q, scale = _quant_fake(x, group_size, dtype)
+    return q, x.new_empty(x.shape), scale
+
+
+_SCHEMAS: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
+    ("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor", _rms_norm, _rms_norm_fake),
+    (
+        "fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)",
+        _fused_add_rms_norm,
+        _fused_add_rms_norm_fake,
+    ),
+    (
+        "group_fp8_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)",
+        _group_fp8_quant,
+        _quant_fake,
+    ),
+    (
+        "rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float eps, SymInt group_size, ScalarType dtype)"
+        " -> (Tensor, Tensor)",
+        _rmsnorm_fp8_group_quant,
+        _rmsnorm_fp8_group_quant_fake,
+    ),
+    (
+        "rmsnorm_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight, float eps, SymInt group_size,"
+        " ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+        _rmsnorm_add_fp8_group_quant,
+        _rmsnorm_add_fp8_group_quant_fake,
+    ),
+]
+
+for _schema, _impl, _fake in _SCHEMAS:
+    define_op(_LIBS, NAMESPACE, _schema, _impl, _fake)
+
+RMS_NORM: torch._ops.OpOverload = torch.ops.eqsat.rms_norm.default
+FUSED_ADD_RMS_NORM: torch._ops.OpOverload = torch.ops.eqsat.fused_add_rms_norm.default
+GROUP_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.group_fp8_quant.default
+RMSNORM_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_fp8_group_quant.default
+RMSNORM_ADD_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_add_fp8_group_quant.default

@@ -1,0 +1,164 @@
+"""Pure-PyTorch reference semantics for the ops that the optimizer reasons about.
+
+This module holds plain functions only; it registers nothing. `eqsat.ops` and
+`eqsat.vocab.vllm_standins` wrap these functions as `torch.library` ops.
+
+Invariants:
+- Every function is device-agnostic and works for any number of leading dims;
+  the reduction / grouping axis is always the last dim N.
+- All arithmetic is fp32. Values are rounded only where the modelled kernel
+  rounds them, and every rounding is written as an explicit `.to(dtype)`.
+- Outputs are fresh tensors: nothing returned aliases an input.
+- Two normalisation flavours coexist on purpose:
+  * `rms_norm` / `fused_add_rms_norm` follow vLLM-IR's native impl, which rounds
+    the normalised value to the weight dtype before the weight multiply;
+  * `rmsnorm_fp8_group_quant` / `rmsnorm_add_fp8_group_quant` follow AITER's
+    fused Triton kernel, which keeps the normalised value in fp32 up to the quant.
+  They therefore agree only to within fp8 rounding (see `fp8_step_error`).
+- Group fp8 quant uses the AITER convention: amax floor 1e-10, scale = amax / FMAX
+  with FMAX = finfo(fp8_dtype).max, multiply by the fp32 reciprocal, clamp, cast.
+"""
+
+from __future__ import annotations
+
+import torch
+
+AMAX_FLOOR = 1e-10
+"""AITER's lower bound on a group's amax (applied before dividing by FMAX)."""
+
+
+def _normalize32(x32: torch.Tensor, eps: float, variance_size: int | None = None) -> torch.Tensor:
+    """x32 * rsqrt(mean(x32[..., :variance_size]**2) + eps), all in fp32."""
+    xv = x32 if variance_size is None else x32[..., :variance_size]
+    var = xv.pow(2).mean(dim=-1, keepdim=True)
+    return x32 * torch.rsqrt(var + eps)
+
+
+def _ir_weight(y32: torch.Tensor, weight: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+    """vLLM-IR tail: round to the weight dtype, multiply there, round to the output dtype."""
+    if weight is None:
+        return y32.to(out_dtype)
+    return (y32.to(weight.dtype) * weight).to(out_dtype)
+
+
+def rms_norm(
+    x: torch.Tensor, weight: torch.Tensor | None, eps: float, variance_size: int | None = None
+) -> torch.Tensor:
+    """vLLM-IR `rms_norm` (native impl); `variance_size` limits the variance to the first columns."""
+    return _ir_weight(_normalize32(x.float(), eps, variance_size), weight, x.dtype)
+
+
+def fused_add_rms_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None,
+    eps: float,
+    variance_size: int | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM-IR `fused_add_rms_norm`: returns (normed, residual_out).
+
+    The sum is formed in fp32; `residual_out` is that sum rounded to x.dtype, while the
+    norm is taken of the unrounded fp32 sum.
+    """
+    s32 = x.float() + residual.float()
+    residual_out = s32.to(x.dtype)  # fresh even for fp32 x: s32 itself is a new tensor
+    return _ir_weight(_normalize32(s32, eps, variance_size), weight, x.dtype), residual_out
+
+
+def _check_groups(n: int, group_size: int) -> None:
+    if group_size <= 0 or n % group_size != 0:
+        raise ValueError(f"last dim {n} is not a positive multiple of group_size {group_size}")
+
+
+def _group_quant32(
+    y32: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER `_fp8_quant_op` on an fp32 tensor: 1 x group_size groups along the last dim."""
+    n = y32.shape[-1]
+    _check_groups(n, group_size)
+    fmax = torch.finfo(fp8_dtype).max
+    groups = y32.reshape(*y32.shape[:-1], n // group_size, group_size)
+    amax = groups.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
+    scale = amax / fmax
+    q = (groups * (1.0 / scale)).clamp(-fmax, fmax).to(fp8_dtype)
+    return q.reshape(y32.shape), scale.squeeze(-1)
+
+
+def group_fp8_quant(
+    x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-(1 x group_size) dynamic fp8 quant: returns (q like x, fp32 scale [..., N // group_size]).
+
+    Raises ValueError unless the last dim is a multiple of `group_size`.
+    """
+    return _group_quant32(x.float(), group_size, fp8_dtype)
+
+
+def _aiter_rms32(inp32: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """AITER `_rmsmorm_op`: (x * rsqrt(sum(x^2)/N + eps)) * w, fp32 throughout, no rounding."""
+    r = torch.rsqrt(inp32.pow(2).sum(dim=-1, keepdim=True) / inp32.shape[-1] + eps)
+    return inp32 * r * weight.float()
+
+
+def rmsnorm_fp8_group_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER fused rms_norm + group fp8 quant: returns (q, scale)."""
+    return _group_quant32(_aiter_rms32(x.float(), weight, eps), group_size, fp8_dtype)
+
+
+def rmsnorm_add_fp8_group_quant(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    group_size: int,
+    fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER fused add + rms_norm + group fp8 quant: returns (q, residual_out, scale).
+
+    The add is in fp32; `residual_out` is the sum rounded to x.dtype and the norm sees
+    the unrounded fp32 sum.
+    """
+    inp32 = x.float() + residual.float()
+    residual_out = inp32.to(x.dtype)
+    q, scale = _group_quant32(_aiter_rms32(inp32, weight, eps), group_size, fp8_dtype)
+    return q, residual_out, scale
+
+
+def _dequant(q: torch.Tensor, scale: torch.Tensor, group_size: int) -> torch.Tensor:
+    n = q.shape[-1]
+    per_elem = scale.double().repeat_interleave(group_size, dim=-1)[..., :n]
+    return q.double() * per_elem
+
+
+def fp8_step_error(
+    q_a: torch.Tensor, s_a: torch.Tensor, q_b: torch.Tensor, s_b: torch.Tensor, group_size: int
+) -> float:
+    """Largest difference of two group-quantized tensors, in fp8 steps (ulps) at that magnitude.
+
+    Each pair (q, s) is dequantized as `q * s` with the scale broadcast over its group of
+    `group_size` columns. For every element, the unit is the spacing of the fp8 grid of
+    `q_a.dtype` at the larger of the two magnitudes, measured on the grid of the larger of
+    the two scales: `step = 2**floor(log2(|v| / scale)) * eps * scale` where `eps` is the
+    dtype's relative spacing (2**-3 for e4m3), floored at the subnormal spacing
+    `smallest_normal * eps * scale`. The result is `max(|v_a - v_b| / step)`: 0.0 means
+    identical values, <= 1.0 means "within one fp8 step" (e.g. one round-to-nearest
+    flip). Shapes must match; empty inputs give 0.0.
+    """
+    if q_a.shape != q_b.shape or s_a.shape != s_b.shape:
+        raise ValueError(
+            f"shape mismatch: {tuple(q_a.shape)}/{tuple(s_a.shape)} vs {tuple(q_b.shape)}/{tuple(s_b.shape)}"
+        )
+    if q_a.numel() == 0:
+        return 0.0
+    fi = torch.finfo(q_a.dtype)
+    v_a, v_b = _dequant(q_a, s_a, group_size), _dequant(q_b, s_b, group_size)
+    n = q_a.shape[-1]
+    scale = torch.maximum(s_a.double(), s_b.double()).repeat_interleave(group_size, dim=-1)[..., :n]
+    mag = torch.maximum(v_a.abs(), v_b.abs()) / scale
+    step = torch.exp2(torch.floor(torch.log2(mag))) * fi.eps
+    step = step.clamp_min(fi.smallest_normal * fi.eps) * scale
+    diff = (v_a - v_b).abs()
+    err = torch.where(diff == 0, torch.zeros_like(diff), diff / step)
+    return float(err.max().item())

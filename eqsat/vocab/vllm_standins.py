@@ -1,0 +1,180 @@
+"""Stand-ins for the vLLM 0.33.0 ops that the ROCm/AITER fusion pass matches and emits.
+
+`register_vllm_standins()` defines, with exactly vLLM's namespaces and schema strings:
+
+    vllm_ir::rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None) -> Tensor
+    vllm_ir::fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,
+                                SymInt? variance_size=None) -> (Tensor, Tensor)
+    vllm::rocm_aiter_group_fp8_quant(Tensor x, SymInt group_size, bool transpose_scale=False)
+                                     -> (Tensor, Tensor)
+    vllm::rocm_aiter_rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float variance_epsilon,
+                                             SymInt group_size) -> (Tensor, Tensor)
+    vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,
+                                                      float variance_epsilon, SymInt group_size)
+                                                      -> (Tensor, Tensor, Tensor)
+
+Invariants:
+- An op that already exists (e.g. the real vLLM is installed and imported, which registers the
+  `vllm_ir` ops) is never redefined or overridden; only the missing ones are added.
+- The kernels are the `eqsat.reference` functions (CompositeExplicitAutograd, any device). The
+  fp8 dtype is fixed by the first call that defines a quant op (default e4m3fnuz, as vLLM picks
+  on gfx942 / MI300X); later calls cannot change it (see `standin_fp8_dtype`).
+- The fakes use only `x.shape` / `new_empty`, so token dims may be SymInts. Like vLLM's fakes,
+  the scale has ceil(N / group_size) columns; the real kernels require N % group_size == 0.
+- `transpose_scale=True` returns the same scale values in column-major layout
+  (`s.t().contiguous().t()`), and the fake has the same strides.
+- `vllm_ir` ops with `variance_size` set take the variance over the first `variance_size` columns,
+  as vLLM's native impl does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from eqsat import reference as ref
+from eqsat.ops import define_op
+
+# The Library objects that own the stand-in definitions. A Library removes all of its registrations
+# when it is garbage-collected, so these must stay referenced for the life of the process; the dict
+# is carried over if this module is reloaded so that a reload cannot drop live ops.
+_LIBS: dict[str, torch.library.Library] = globals().get("_LIBS", {})
+_STATE: dict[str, torch.dtype] = globals().get("_STATE", {})
+
+
+def standin_fp8_dtype() -> torch.dtype | None:
+    """The fp8 dtype of the quant stand-ins this module defined, or None if it defined none."""
+    return _STATE.get("fp8_dtype")
+
+
+def _ceil_groups(x: torch.Tensor, group_size: int) -> Any:
+    return (x.shape[-1] + group_size - 1) // group_size
+
+
+def _col_major(s: torch.Tensor) -> torch.Tensor:
+    return s.transpose(-1, -2).contiguous().transpose(-1, -2) if s.dim() >= 2 else s.contiguous()
+
+
+def _scale_fake(x: torch.Tensor, group_size: int, transpose: bool = False) -> torch.Tensor:
+    lead, groups = list(x.shape[:-1]), _ceil_groups(x, group_size)
+    if transpose and lead:
+        return x.new_empty([*lead[:-1], groups, lead[-1]], dtype=torch.float32).transpose(-1, -2)
+    return x.new_empty([*lead, groups], dtype=torch.float32)
+
+
+def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
+    """(namespace, schema, kernel, fake) for every stand-in, closing over the fp8 dtype."""
+
+    def rms_norm(
+        x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: int | None = None
+    ) -> Any:
+        return ref.rms_norm(x, weight, epsilon, variance_size).contiguous()
+
+    def rms_norm_fake(
+        x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: Any = None
+    ) -> Any:
+        return x.new_empty(x.shape)
+
+    def fused_add(
+        x: torch.Tensor,
+        x_residual: torch.Tensor,
+        weight: torch.Tensor | None,
+        epsilon: float,
+        variance_size: Any = None,
+    ) -> Any:
+        normed, res = ref.fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size)
+        return normed.contiguous(), res.contiguous()
+
+    def fused_add_fake(
+        x: torch.Tensor,
+        x_residual: torch.Tensor,
+        weight: torch.Tensor | None,
+        epsilon: float,
+        variance_size: Any = None,
+    ) -> Any:
+        return x.new_empty(x.shape), x.new_empty(x.shape)
+
+    def quant(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
+        q, s = ref.group_fp8_quant(x, group_size, fp8)
+        return q.contiguous(), (_col_major(s) if transpose_scale else s.contiguous())
+
+    def quant_fake(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
+        return x.new_empty(x.shape, dtype=fp8), _scale_fake(x, group_size, transpose_scale)
+
+    def rms_quant(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int) -> Any:
+        q, s = ref.rmsnorm_fp8_group_quant(x, weight, variance_epsilon, group_size, fp8)
+        return q.contiguous(), s.contiguous()
+
+    def rms_quant_fake(
+        x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int
+    ) -> Any:
+        return x.new_empty(x.shape, dtype=fp8), _scale_fake(x, group_size)
+
+    def add_rms_quant(
+        x: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        variance_epsilon: float,
+        group_size: int,
+    ) -> Any:
+        q, res, s = ref.rmsnorm_add_fp8_group_quant(x, residual, weight, variance_epsilon, group_size, fp8)
+        return q.contiguous(), res.contiguous(), s.contiguous()
+
+    def add_rms_quant_fake(
+        x: torch.Tensor,
+        residual: torch.Tensor,
+        weight: torch.Tensor,
+        variance_epsilon: float,
+        group_size: int,
+    ) -> Any:
+        return x.new_empty(x.shape, dtype=fp8), x.new_empty(x.shape), _scale_fake(x, group_size)
+
+    return [
+        (
+            "vllm_ir",
+            "rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None) -> Tensor",
+            rms_norm,
+            rms_norm_fake,
+        ),
+        (
+            "vllm_ir",
+            "fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,"
+            " SymInt? variance_size=None) -> (Tensor, Tensor)",
+            fused_add,
+            fused_add_fake,
+        ),
+        (
+            "vllm",
+            "rocm_aiter_group_fp8_quant(Tensor x, SymInt group_size, bool transpose_scale=False)"
+            " -> (Tensor, Tensor)",
+            quant,
+            quant_fake,
+        ),
+        (
+            "vllm",
+            "rocm_aiter_rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float variance_epsilon,"
+            " SymInt group_size) -> (Tensor, Tensor)",
+            rms_quant,
+            rms_quant_fake,
+        ),
+        (
+            "vllm",
+            "rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,"
+            " float variance_epsilon, SymInt group_size) -> (Tensor, Tensor, Tensor)",
+            add_rms_quant,
+            add_rms_quant_fake,
+        ),
+    ]
+
+
+def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> None:
+    """Define whichever of the five vLLM ops are missing; a no-op once they all exist.
+
+    `fp8_dtype` is the platform fp8 dtype of the quant stand-ins; only the first call that defines
+    them uses it (query the result with `standin_fp8_dtype`).
+    """
+    fp8 = _STATE.get("fp8_dtype", fp8_dtype)
+    for namespace, schema, kernel, fake in _build(fp8):
+        if define_op(_LIBS, namespace, schema, kernel, fake) and namespace == "vllm":
+            _STATE["fp8_dtype"] = fp8

@@ -1,0 +1,130 @@
+"""Property and crafted tests for the extractors (greedy_dag, tree_greedy, ilp_extract).
+
+Random e-graphs have non-contiguous class ids, 1-3 nodes per class, back edges (so the e-graph may be
+cyclic), zero and infinite costs, and always one finite node per class whose children are all
+lower-index classes, so a valid extraction always exists.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from extract import EXTRACTORS, check, dag_cost
+from extract.base import ExtractionError, reachable
+from extract.egraph import EGraph, ENode, Ref
+from extract.greedy import greedy_dag, tree_greedy
+from extract.ilp import ilp_extract
+
+
+def cost_of(node: ENode) -> float:
+    return float(node.args[0])  # type: ignore[arg-type]
+
+
+def node(op: str, eclass: int, cost: float, *kids: int) -> ENode:
+    return ENode(op, (cost, *(Ref(k) for k in kids)), eclass)
+
+
+def cid(i: int) -> int:
+    return 10 * i + 3
+
+
+@st.composite
+def egraphs(draw: st.DrawFn, max_classes: int = 9, max_nodes: int = 3) -> EGraph:
+    n = draw(st.integers(1, max_classes))
+    costs = st.one_of(st.integers(0, 9).map(float), st.just(0.0), st.floats(0.0, 10.0))
+    nodes: list[ENode] = []
+    for i in range(n):
+        k = draw(st.integers(1, max_nodes))
+        safe = draw(st.integers(0, k - 1))
+        for j in range(k):
+            if j == safe:
+                kids = draw(st.lists(st.integers(0, i - 1), max_size=3)) if i else []
+                c = draw(costs)
+            else:
+                kids = draw(st.lists(st.integers(0, n - 1), max_size=3))
+                c = draw(st.one_of(costs, st.just(math.inf)))
+            nodes.append(node(f"op{j}", cid(i), c, *(cid(x) for x in kids)))
+    roots = draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=3, unique=True))
+    return EGraph.from_nodes(nodes, [cid(r) for r in roots])
+
+
+def brute_force(eg: EGraph) -> float:
+    best = math.inf
+    classes = list(eg.classes)
+    for picks in itertools.product(*(eg.classes[c] for c in classes)):
+        sel = dict(zip(classes, picks, strict=True))
+        try:
+            check(eg, sel)
+        except ExtractionError:
+            continue
+        best = min(best, dag_cost(eg, sel, cost_of))
+    return best
+
+
+@settings(max_examples=60, deadline=None)
+@given(egraphs())
+def test_extractors_valid_and_ilp_no_worse(eg: EGraph) -> None:
+    results = {name: fn(eg, cost_of) for name, fn in EXTRACTORS.items()}
+    for sel in results.values():
+        check(eg, sel)
+        assert set(sel) == set(reachable(eg, sel))
+        assert math.isfinite(dag_cost(eg, sel, cost_of))
+    ilp_cost = dag_cost(eg, results["ilp"], cost_of)
+    assert ilp_cost <= dag_cost(eg, results["greedy"], cost_of) + 1e-9
+    assert ilp_cost <= dag_cost(eg, results["tree"], cost_of) + 1e-9
+
+
+@settings(max_examples=60, deadline=None)
+@given(egraphs(max_classes=7, max_nodes=2))
+def test_ilp_matches_brute_force(eg: EGraph) -> None:
+    got = dag_cost(eg, ilp_extract(eg, cost_of), cost_of)
+    assert got == pytest.approx(brute_force(eg), abs=1e-9)
+
+
+def test_shared_subexpression_counted_once() -> None:
+    # R = pair(p(X), q(X)) costs 1+1+1+10 = 13 as a DAG but 23 as a tree; leaf "big" costs 20.
+    x, p, q, r = 0, 1, 2, 3
+    nodes = [node("x", x, 10), node("p", p, 1, x), node("q", q, 1, x),
+             node("pair", r, 1, p, q), node("big", r, 20)]
+    eg = EGraph.from_nodes(nodes, [r])
+    dag = greedy_dag(eg, cost_of)
+    assert eg.nodes[dag[r]].op == "pair" and dag_cost(eg, dag, cost_of) == 13
+    assert dag_cost(eg, ilp_extract(eg, cost_of), cost_of) == 13
+    tree = tree_greedy(eg, cost_of)
+    assert tree == {r: 4} and dag_cost(eg, tree, cost_of) == 20
+
+
+@pytest.mark.parametrize("name", sorted(EXTRACTORS))
+@pytest.mark.parametrize("loop_cost", [0.0, 1.0])
+def test_cycle_picks_leaf(name: str, loop_cost: float) -> None:
+    eg = EGraph.from_nodes([node("f", 7, loop_cost, 7), node("leaf", 7, 5)], [7])
+    assert EXTRACTORS[name](eg, cost_of) == {7: 1}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRACTORS))
+def test_no_finite_choice_raises(name: str) -> None:
+    inf_root = EGraph.from_nodes([node("a", 0, math.inf), node("b", 1, 1), node("c", 0, math.inf, 1)], [0])
+    with pytest.raises(ExtractionError):
+        EXTRACTORS[name](inf_root, cost_of)
+    only_cycle = EGraph.from_nodes([node("f", 0, 1, 1), node("g", 1, 1, 0), node("h", 2, 0)], [0, 2])
+    with pytest.raises(ExtractionError):
+        EXTRACTORS[name](only_cycle, cost_of)
+
+
+def test_greedy_dag_is_fast_on_a_large_dag() -> None:
+    # A 10k-class residual chain: class i has a(i-1, i-2) and a costlier b(i-1), so sets overlap heavily.
+    nodes = [node("x", 0, 1), node("y", 1, 1, 0)]
+    for i in range(2, 10_000):
+        nodes += [node("a", i, 1, i - 1, i - 2), node("b", i, 2, i - 1)]
+    eg = EGraph.from_nodes(nodes, [9_999])
+    start = time.perf_counter()
+    sel = greedy_dag(eg, cost_of)
+    assert time.perf_counter() - start < 2.0
+    check(eg, sel)
+    assert len(sel) == 10_000 and dag_cost(eg, sel, cost_of) == 10_000

@@ -112,13 +112,25 @@ def _rmsnorm_add_fp8_group_quant(
 # -- fakes: shapes and dtypes only -------------------------------------------------------------------
 
 
+def check_norm_shapes(x: torch.Tensor, weight: torch.Tensor | None, residual: torch.Tensor | None = None) -> None:
+    """What the real kernels require, stated to the shape environment: the weight spans the last dim
+    and a residual has x's shape (under torch.compile this ties a symbolic hidden dim to the weight's)."""
+    if weight is not None:
+        torch._check(x.shape[-1] == weight.shape[-1], lambda: "rms_norm: weight must span the last dim of x")
+    if residual is not None:
+        for a, b in zip(x.shape, residual.shape, strict=True):
+            torch._check(a == b, lambda: "rms_norm: residual must have the shape of x")
+
+
 def _rms_norm_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    check_norm_shapes(x, weight)
     return x.new_empty(x.shape)
 
 
 def _fused_add_rms_norm_fake(
     x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float
 ) -> Any:
+    check_norm_shapes(x, weight, residual)
     return x.new_empty(x.shape), x.new_empty(x.shape)
 
 
@@ -129,6 +141,7 @@ def _quant_fake(x: torch.Tensor, group_size: int, dtype: torch.dtype) -> tuple[t
 def _rmsnorm_fp8_group_quant_fake(
     x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, dtype: torch.dtype
 ) -> Any:
+    check_norm_shapes(x, weight)
     return _quant_fake(x, group_size, dtype)
 
 
@@ -140,6 +153,7 @@ def _rmsnorm_add_fp8_group_quant_fake(
     group_size: int,
     dtype: torch.dtype,
 ) -> Any:
+    check_norm_shapes(x, weight, residual)
     q, scale = _quant_fake(x, group_size, dtype)
     return q, x.new_empty(x.shape), scale
 

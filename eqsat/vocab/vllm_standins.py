@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from eqsat import reference as ref
-from eqsat.ops import define_op
+from eqsat.ops import check_norm_shapes, define_op
 
 # The Library objects that own the stand-in definitions. A Library removes all of its registrations
 # when it is garbage-collected, so these must stay referenced for the life of the process; the dict
@@ -74,6 +74,7 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
     def rms_norm_fake(
         x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: Any = None
     ) -> Any:
+        check_norm_shapes(x, weight)
         return x.new_empty(x.shape)
 
     def fused_add(
@@ -93,6 +94,7 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
         epsilon: float,
         variance_size: Any = None,
     ) -> Any:
+        check_norm_shapes(x, weight, x_residual)
         return x.new_empty(x.shape), x.new_empty(x.shape)
 
     def quant(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
@@ -109,6 +111,7 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
     def rms_quant_fake(
         x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int
     ) -> Any:
+        check_norm_shapes(x, weight)
         return x.new_empty(x.shape, dtype=fp8), _scale_fake(x, group_size)
 
     def add_rms_quant(
@@ -128,6 +131,7 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
         variance_epsilon: float,
         group_size: int,
     ) -> Any:
+        check_norm_shapes(x, weight, residual)
         return x.new_empty(x.shape, dtype=fp8), x.new_empty(x.shape), _scale_fake(x, group_size)
 
     return [

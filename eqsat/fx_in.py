@@ -221,6 +221,8 @@ class _Importer:
             if node.op == "output":
                 self._use(node)
                 continue
+            if node.op == "placeholder":
+                _val(node)
             reason = _opaque_reason(node, mutated)
             term = None if reason else self._term(node)
             if term is None:

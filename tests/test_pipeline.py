@@ -1,0 +1,148 @@
+"""End to end through optimize(): vocabularies, opaque and mutating nodes, bad input, failures."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import torch.fx as fx
+
+import eqsat
+from eqsat import fx_out, saturate
+from tests.conftest import rand, targets, trace
+
+vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
+
+
+@torch.library.custom_op("eqsat_test::mystery", mutates_args=())
+def mystery(x: torch.Tensor) -> torch.Tensor:
+    return x * 2
+
+
+@mystery.register_fake
+def _(x):
+    return torch.empty_like(x)
+
+
+def rms_quant(x, w):
+    return vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128)
+
+
+def snapshot(gm: fx.GraphModule) -> tuple[str, list]:
+    return gm.code, [(n.name, str(n.target), n.meta.get("val").shape if hasattr(n.meta.get("val"), "shape")
+                      else None) for n in gm.graph.nodes]
+
+
+def test_own_vocabulary_in_own_vocabulary_out():
+    gm = trace(lambda x, w: own.group_fp8_quant(own.rms_norm(x, w, 1e-5), 64, torch.float8_e4m3fn),
+               rand(8, 256), rand(256))
+    report = eqsat.optimize(gm, strict=True)
+    assert targets(gm) == ["eqsat.rmsnorm_fp8_group_quant.default"]
+    assert report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 1}
+    assert report.predicted_after_us < report.predicted_before_us
+
+
+def test_unknown_op_between_norm_and_quant_is_untouched():
+    gm = trace(lambda x, w: vllm.rocm_aiter_group_fp8_quant(mystery(vir.rms_norm(x, w, 1e-6)), 128),
+               rand(8, 256), rand(256))
+    before = snapshot(gm)
+    report = eqsat.optimize(gm, strict=True)
+    assert snapshot(gm) == before and not report.changed
+
+
+@pytest.mark.parametrize("which", ["input", "norm_output"])
+def test_mutation_between_norm_and_quant_is_untouched(which):
+    def f(x, w):
+        y = vir.rms_norm(x, w, 1e-6)
+        (x if which == "input" else y).add_(1)
+        return vllm.rocm_aiter_group_fp8_quant(y, 128)
+
+    gm = trace(f, rand(8, 256), rand(256))
+    before = snapshot(gm)
+    eqsat.optimize(gm, strict=True)
+    assert snapshot(gm) == before
+
+
+def test_exact_numerics_never_fuses_rounding_kernels():
+    gm = trace(rms_quant, rand(8, 256), rand(256))
+    before = snapshot(gm)
+    report = eqsat.optimize(gm, numerics="exact", strict=True)
+    assert snapshot(gm) == before and not report.rules_fired
+
+
+@pytest.mark.parametrize("group", [96, 512 + 128])
+def test_group_size_checked_against_kernel_and_shape(group):
+    """G = 96 is not a power of two (AITER needs one); 640 does not divide N = 512."""
+    gm = trace(lambda x, w: own.group_fp8_quant(own.rms_norm(x, w, 1e-6), group, torch.float8_e4m3fn),
+               rand(8, 512 if group == 96 else 512), rand(512))
+    report = eqsat.optimize(gm, strict=True)
+    assert not report.changed and "fuse-K_rmsnorm_fp8_group_quant" not in report.rules_fired
+
+
+def test_not_a_graph_is_a_clear_error():
+    with pytest.raises(eqsat.EqSatInputError, match="expected a torch.fx.GraphModule"):
+        eqsat.optimize("graph")
+
+
+def test_graph_without_meta_val_is_a_clear_error():
+    gm = fx.symbolic_trace(lambda x: torch.relu(x) + 1)
+    with pytest.raises(eqsat.EqSatInputError, match=r"meta\['val'\]"):
+        eqsat.optimize(gm)
+
+
+def test_bad_options_are_clear_errors():
+    gm = trace(rms_quant, rand(8, 256), rand(256))
+    with pytest.raises(eqsat.EqSatInputError, match="unknown device profile"):
+        eqsat.optimize(gm, profile="tpu")
+    with pytest.raises(eqsat.EqSatInputError, match="numerics"):
+        eqsat.optimize(gm, numerics="approximately")
+
+
+def test_saturation_failure_leaves_graph_untouched(monkeypatch, caplog):
+    gm = trace(rms_quant, rand(8, 256), rand(256))
+    before = snapshot(gm)
+
+    def boom(*a, **k):
+        raise RuntimeError("injected egglog failure")
+
+    monkeypatch.setattr(saturate, "saturate", boom)
+    with caplog.at_level(logging.WARNING, logger="eqsat"):
+        report = eqsat.optimize(gm)
+    assert snapshot(gm) == before
+    assert "saturate" in report.error and "injected" in caplog.text
+    with pytest.raises(eqsat.EqSatInternalError, match="saturate"):
+        eqsat.optimize(gm, strict=True)
+
+
+def test_emit_failure_midway_is_rolled_back(monkeypatch):
+    gm = trace(lambda x, r, w: (rms_quant(x, w), vir.fused_add_rms_norm(x, r, w, 1e-6)),
+               rand(8, 256), rand(8, 256, seed=2), rand(256))
+    before = snapshot(gm)
+    real_call, calls = fx_out._Emitter._call, []
+
+    def flaky(self, *a, **k):
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("injected emit failure")
+        return real_call(self, *a, **k)
+
+    monkeypatch.setattr(fx_out._Emitter, "_call", flaky)
+    report = eqsat.optimize(gm)
+    assert len(calls) == 2 and "emit" in report.error
+    assert snapshot(gm) == before
+    gm.graph.lint()
+
+
+def test_report_names_stages_and_stop_reason():
+    gm = trace(rms_quant, rand(8, 256), rand(256))
+    report = eqsat.optimize(gm)
+    assert report.stop_reason == "saturated"
+    assert set(report.stage_ms) == {"import", "load", "saturate", "serialize", "extract", "emit"}
+    assert "K_rmsnorm_fp8_group_quant" in report.table()
+
+
+def test_iteration_budget_is_reported():
+    gm = trace(rms_quant, rand(8, 256), rand(256))
+    report = eqsat.optimize(gm, budgets=eqsat.Budgets(iterations=0))
+    assert report.stop_reason == "iteration_limit" and not report.changed

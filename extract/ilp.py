@@ -3,7 +3,8 @@
 Variables: ``x_n`` per e-node of finite own cost (infinite-cost nodes get no variable: fixed to 0)
 and ``y_c`` per e-class reachable from the roots in the e-graph. Constraints: ``y_root = 1``;
 ``x_n <= y_class(n)``; ``sum(x_n for n in c) >= y_c``; ``x_n <= y_k`` for each child class ``k``.
-Objective: ``sum(cost(n) * x_n)``, i.e. the DAG cost (each chosen node counted once).
+Objective: ``sum(cost(n) * x_n)``, i.e. the DAG cost (each chosen node counted once); costs must be
+non-negative.
 
 Acyclicity is enforced lazily: after each solve, classes are resolved bottom-up over the chosen
 nodes (a class resolves through a chosen node whose children are all resolved). If every root
@@ -79,8 +80,12 @@ def ilp_extract(egraph: EGraph, cost: CostFn, *, time_limit: float | None = 10.0
     from scipy.optimize import Bounds, LinearConstraint, milp
     from scipy.sparse import csr_array
 
+    if not egraph.roots:
+        return {}
     own = [float(cost(n)) for n in egraph.nodes]
     finite = [math.isfinite(c) for c in own]
+    if any(c < 0 for c in own):  # the pruned selection would no longer be optimal
+        raise ExtractionError("ILP extraction needs non-negative e-node costs")
     classes: dict[int, int] = {}  # class id -> index among the class variables
     todo = list(dict.fromkeys(egraph.roots))
     node_ids: list[int] = []

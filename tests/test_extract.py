@@ -128,3 +128,19 @@ def test_greedy_dag_is_fast_on_a_large_dag() -> None:
     assert time.perf_counter() - start < 2.0
     check(eg, sel)
     assert len(sel) == 10_000 and dag_cost(eg, sel, cost_of) == 10_000
+
+
+def test_greedy_repairs_a_cyclic_choice() -> None:
+    # Safety net: per-class bests A -> f(B), B -> g(A) form a cycle; A falls back to its first choice.
+    from extract.greedy import _finish
+
+    eg = EGraph.from_nodes([node("a", 0, 5), node("f", 0, 0, 1), node("g", 1, 0, 0)], [0])
+    kids = [n.children for n in eg.nodes]
+    best = {0: (0.0, None, 1), 1: (0.0, None, 2)}
+    assert _finish(eg, kids, best, first={0: 0, 1: 2}, order={0: 0, 1: 1}) == {0: 0}
+
+
+@pytest.mark.parametrize("name", sorted(EXTRACTORS))
+def test_negative_cost_rejected(name: str) -> None:
+    with pytest.raises(ExtractionError, match="negative"):
+        EXTRACTORS[name](EGraph.from_nodes([node("a", 0, -1)], [0]), cost_of)

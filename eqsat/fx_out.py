@@ -14,11 +14,13 @@ without users are erased. Any failure before erasure undoes every change (the gr
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
+from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
 from eqsat.fx_in import Arg, Imported, Slot
@@ -78,6 +80,8 @@ class _Emitter:
         _, targs = self.im.terms[idx]
         inputs = {self.im.nodes[a.node]: self.value(self.class_of_node[a.node], anchor)
                   for a in targs if isinstance(a, Arg)}
+        if any(isinstance(v, tuple) for v in inputs.values()):
+            return self._create(enode, anchor)
         if self.pos[orig] < self.pos[anchor] and all(k is v for k, v in inputs.items()):
             return orig
         with self.graph.inserting_before(anchor):
@@ -92,18 +96,22 @@ class _Emitter:
 
         args = [kid(a) for a in enode.args]
         if enode.op == "Get":
+            if isinstance(args[0], tuple):  # an inlined multi-output chain
+                return args[0][args[1]]
             return self._call(operator.getitem, (args[0], args[1]), {}, anchor)
         if enode.op == "Reshape":
             return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor)
         if enode.op in self.catalog:
             spec = self.catalog[enode.op]
+            named = {p: dtype_from_name(a) if sort == "dtype" else a
+                     for (p, sort), a in zip(spec.params, args, strict=True)}
             spelling = self.vocab.spelling_for(enode.op, self.im.vocabularies)
-            if spelling is None:
+            if spelling is not None:
+                node = self._call(spelling.overload(), tuple(named[p] for p in spelling.args), {}, anchor)
+            elif spec.expand is not None:
+                node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
+            else:
                 raise RuntimeError(f"no registered op spells {enode.op} in vocabularies {self.im.vocabularies}")
-            named = dict(zip(spec.param_names, args, strict=True))
-            sorts = dict(spec.params)
-            call_args = tuple(dtype_from_name(named[p]) if sorts[p] == "dtype" else named[p] for p in spelling.args)
-            node = self._call(spelling.overload(), call_args, {}, anchor)
             if spec.is_fused:
                 self.result.kernels.append(enode.op)
             return node
@@ -113,6 +121,27 @@ class _Emitter:
             fill = lambda a: tensors[a.i] if isinstance(a, Slot) else a  # noqa: E731
             return self._call(op.target, map_aggregate(op.args, fill), map_aggregate(op.kwargs, fill), anchor)
         raise RuntimeError(f"cannot emit e-node {enode.op}")
+
+    def _inline(self, fn: Callable[..., object], args: list[object], anchor: fx.Node) -> object:
+        """Trace ``fn`` on the fake values of its tensor arguments and copy its ATen code before ``anchor``."""
+        nodes = [a for a in args if isinstance(a, fx.Node)]
+
+        def on_tensors(*tensors: torch.Tensor) -> object:
+            it = iter(tensors)
+            return fn(*(next(it) if isinstance(a, fx.Node) else a for a in args))
+
+        fakes = [n.meta["val"] for n in nodes]
+        if self.fake_mode is None:
+            sub = make_fx(on_tensors, tracing_mode="fake")(*fakes)
+        else:
+            with self.fake_mode:
+                sub = make_fx(on_tensors, tracing_mode="real")(*fakes)
+        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        val_map: dict[fx.Node, fx.Node] = dict(zip(placeholders, nodes, strict=True))
+        with self.graph.inserting_before(anchor):
+            out = self.graph.graph_copy(sub.graph, val_map)
+        self.result.created.extend(v for k, v in val_map.items() if k.op not in ("placeholder", "output"))
+        return tuple(out) if isinstance(out, (list, tuple)) else out
 
     def _shape_arg(self, key: str) -> object:
         if key in self.im.shape_args:

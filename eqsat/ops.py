@@ -9,6 +9,8 @@ Ops (all functional: no argument is mutated and every output is a fresh, contigu
                                    ScalarType dtype) -> (Tensor, Tensor)
     eqsat::rmsnorm_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight, float eps,
                                        SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)
+    eqsat::silu_and_mul(Tensor x) -> Tensor
+    eqsat::silu_mul_fp8_group_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)
 
 Invariants:
 - The real kernel of each op is the matching function of `eqsat.reference`, registered under
@@ -158,7 +160,21 @@ def _rmsnorm_add_fp8_group_quant_fake(
     return q, x.new_empty(x.shape), scale
 
 
+def _half(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
+
+
+def _silu_mul_quant_fake(x: torch.Tensor, group_size: int, dtype: torch.dtype) -> Any:
+    return _quant_fake(_half(x), group_size, dtype)
+
+
 _SCHEMAS: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
+    ("silu_and_mul(Tensor x) -> Tensor", lambda x: ref.silu_and_mul(x).contiguous(), _half),
+    (
+        "silu_mul_fp8_group_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)",
+        lambda x, g, dt: _c(*ref.silu_mul_fp8_group_quant(x, g, dt)),
+        _silu_mul_quant_fake,
+    ),
     ("rms_norm(Tensor x, Tensor weight, float eps) -> Tensor", _rms_norm, _rms_norm_fake),
     (
         "fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)",
@@ -192,3 +208,5 @@ FUSED_ADD_RMS_NORM: torch._ops.OpOverload = torch.ops.eqsat.fused_add_rms_norm.d
 GROUP_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.group_fp8_quant.default
 RMSNORM_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_fp8_group_quant.default
 RMSNORM_ADD_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_add_fp8_group_quant.default
+SILU_AND_MUL: torch._ops.OpOverload = torch.ops.eqsat.silu_and_mul.default
+SILU_MUL_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.silu_mul_fp8_group_quant.default

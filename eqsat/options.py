@@ -10,6 +10,7 @@ from eqsat.kernels.spec import Numerics
 from eqsat.saturate import Budgets
 from eqsat.vocab.base import Vocabulary
 from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
+from extract.cost import Profile
 
 
 @dataclass(frozen=True)
@@ -19,8 +20,8 @@ class Options:
     - ``numerics``: ``"rounding"`` (what vLLM ships: fused kernels that skip an intermediate
       rounding may replace the unfused ops) or ``"exact"`` (only bit-identical rewrites).
     - ``profile``: a device profile name in ``extract/profiles`` (``mi300x``, ``mi355x``, ``h200``).
-    - ``sizes``: the size bound to symbolic dims when costing: one int for every symbol, or a
-      mapping symbol -> int (``"*"`` is the default).
+    - ``sizes``: the size bound to symbolic dims when costing: one int for every symbol, a mapping
+      symbol -> int (``"*"`` is the default), or a tuple of ints (a compile range, costed at each).
     - ``extractor``: ``"greedy"`` (DAG greedy, default), ``"ilp"`` (exact) or ``"tree"``.
     - ``strict``: raise on internal failure instead of logging a warning and leaving the graph as is.
     - ``emit``: ``"if_faster"`` (default) rewrites only when the extraction is predicted faster;
@@ -28,8 +29,8 @@ class Options:
     """
 
     numerics: Numerics = "rounding"
-    profile: str = "mi300x"
-    sizes: int | Mapping[str, int] = 256
+    profile: str | Profile = "mi300x"
+    sizes: int | Mapping[str, int] | tuple[int, ...] = 256
     extractor: str = "greedy"
     budgets: Budgets = field(default_factory=Budgets)
     strict: bool = False
@@ -39,5 +40,6 @@ class Options:
 
     def fingerprint(self) -> str:
         sizes = sorted(self.sizes.items()) if isinstance(self.sizes, Mapping) else self.sizes
-        return repr((self.numerics, self.profile, sizes, self.extractor, self.budgets, self.strict, self.emit,
+        profile = self.profile.to_json() if isinstance(self.profile, Profile) else self.profile
+        return repr((self.numerics, profile, sizes, self.extractor, self.budgets, self.strict, self.emit,
                      [v.spellings for v in self.vocabularies]))

@@ -126,6 +126,21 @@ def rmsnorm_add_fp8_group_quant(
     return q, residual_out, scale
 
 
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """vLLM ``SiluAndMul.forward_native``: silu(x[..., :d]) * x[..., d:] in x.dtype (d = N/2)."""
+    d = x.shape[-1] // 2
+    return torch.nn.functional.silu(x[..., :d]) * x[..., d:]
+
+
+def silu_mul_fp8_group_quant(
+    x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER ``act_mul_and_fp8_group_quant(silu)``: silu(a) * b in fp32, no rounding, then group quant."""
+    d = x.shape[-1] // 2
+    a, b = x[..., :d].float(), x[..., d:].float()
+    return _group_quant32(a * torch.sigmoid(a) * b, group_size, fp8_dtype)
+
+
 def _dequant(q: torch.Tensor, scale: torch.Tensor, group_size: int) -> torch.Tensor:
     n = q.shape[-1]
     per_elem = scale.double().repeat_interleave(group_size, dim=-1)[..., :n]

@@ -1,20 +1,27 @@
-"""The roofline cost model: ``time = bytes / bandwidth * factor + launches * latency`` (µs).
+"""The roofline cost model: ``time = launches * latency + bytes / bandwidth`` (µs), per kernel.
 
-Entry points: :func:`load_profile` (a device profile from ``extract/profiles/*.json``) and
-:class:`RooflineCost`, the ``CostFn`` extractors call on each e-node. Catalog ops are costed by
-their row's traffic formula (``factor`` from the profile's calibration for that row's key); generic
-ATen ops as one kernel each that reads its inputs and writes its output; projections and leaves
-cost 0, and a view costs a token ``VIEW_US`` so that, all else equal, fewer views win. Symbolic dims are bound to sizes (``sizes``: one int for every symbol, or a mapping
-symbol -> int with ``"*"`` as the default) before any formula sees a shape.
+Entry points: :func:`load_profile` (a device profile, ``extract/profiles/<name>.json`` or a path) and
+:class:`RooflineCost`, the ``CostFn`` extractors call on each e-node.
+
+- Catalog ops are costed by their row's traffic formula; the profile's ``kernels`` table, fitted
+  from measurements (``extract.calibrate``), gives each calibration key its own latency and
+  effective bandwidth, and the profile's defaults cover keys never measured.
+- Generic ATen ops are one kernel each that reads its inputs and writes its output.
+- Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties.
+- Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
+  a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
+  of its sample sizes, the node's cost being the mean (so a choice that wins on most of the range
+  wins the range).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
+from pathlib import Path
 
 import sympy
 
@@ -27,38 +34,69 @@ VIEW_US = 1e-6
 
 
 @dataclass(frozen=True)
+class KernelTiming:
+    """A fitted line for one calibration key: ``launch_us`` per launch plus bytes at ``bandwidth_gbps``."""
+
+    launch_us: float
+    bandwidth_gbps: float
+
+
+@dataclass(frozen=True)
 class Profile:
     name: str
     bandwidth_gbps: float
     launch_us: float
     opaque_us: float = 0.0
-    factors: Mapping[str, float] = field(default_factory=dict)
+    kernels: Mapping[str, KernelTiming] = field(default_factory=dict)
     description: str = ""
 
     def time_us(self, t: Traffic, key: str = "") -> float:
-        factor = self.factors.get(key, 1.0)
-        return t.bytes / (self.bandwidth_gbps * 1e3) * factor + t.launches * self.launch_us
+        k = self.kernels.get(key)
+        launch, bw = (k.launch_us, k.bandwidth_gbps) if k else (self.launch_us, self.bandwidth_gbps)
+        return t.launches * launch + t.bytes / (bw * 1e3)
+
+    def to_json(self) -> str:
+        d = {"name": self.name, "description": self.description, "bandwidth_gbps": self.bandwidth_gbps,
+             "launch_us": self.launch_us, "opaque_us": self.opaque_us,
+             "kernels": {k: {"launch_us": v.launch_us, "bandwidth_gbps": v.bandwidth_gbps}
+                         for k, v in sorted(self.kernels.items())}}
+        return json.dumps(d, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Profile:
+        d = json.loads(text)
+        kernels = {k: KernelTiming(**v) for k, v in d.pop("kernels", {}).items()}
+        d.pop("factors", None)
+        return cls(kernels=kernels, **d)
 
 
-def load_profile(name: str) -> Profile:
+def profile_names() -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in resources.files("extract.profiles").iterdir()
+                  if p.name.endswith(".json"))
+
+
+def load_profile(name: str | Profile) -> Profile:
+    """A built-in profile by name (``mi300x``, ``mi355x``, ``h200``, ...), or a JSON file by path."""
+    if isinstance(name, Profile):
+        return name
+    if name.endswith(".json") and Path(name).is_file():
+        return Profile.from_json(Path(name).read_text())
     try:
         text = resources.files("extract.profiles").joinpath(f"{name}.json").read_text()
     except FileNotFoundError:
-        known = sorted(p.name.removesuffix(".json") for p in resources.files("extract.profiles").iterdir()
-                       if p.name.endswith(".json"))
-        raise ValueError(f"unknown device profile {name!r}; known: {known}") from None
-    return Profile(**json.loads(text))
+        raise ValueError(f"unknown device profile {name!r}; known: {profile_names()} or a .json path") from None
+    return Profile.from_json(text)
 
 
-Sizes = int | Mapping[str, int]
+Sizes = int | Mapping[str, int] | Sequence[int]
 
 
 @cache
-def _symbols(expr: str) -> sympy.Expr:
+def _sympify(expr: str) -> sympy.Expr:
     return sympy.sympify(expr)
 
 
-def bind_dim(d: int | str, sizes: Sizes) -> int:
+def bind_dim(d: int | str, sizes: int | Mapping[str, int]) -> int:
     if isinstance(d, int):
         return d
     if isinstance(sizes, int):
@@ -67,48 +105,62 @@ def bind_dim(d: int | str, sizes: Sizes) -> int:
         default, table = sizes.get("*", 256), sizes
     if d in table:
         return int(table[d])
-    expr = _symbols(d)
+    expr = _sympify(d)
     return int(expr.subs({s: table.get(str(s), default) for s in expr.free_symbols}))
 
 
-def operand(f: TensorFacts, sizes: Sizes) -> Operand:
+def operand(f: TensorFacts, sizes: int | Mapping[str, int]) -> Operand:
     return Operand(tuple(bind_dim(d, sizes) for d in f.shape), f.itemsize)
+
+
+def size_points(sizes: Sizes) -> tuple[int | Mapping[str, int], ...]:
+    if isinstance(sizes, (int, Mapping)):
+        return (sizes,)
+    points = tuple(int(s) for s in sizes)
+    if not points:
+        raise ValueError("sizes: an empty list of sizes")
+    return points
 
 
 class RooflineCost:
     """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``."""
 
     def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256) -> None:
-        self.egraph, self.catalog, self.profile, self.sizes = egraph, catalog, profile, sizes
+        self.egraph, self.catalog, self.profile = egraph, catalog, profile
+        self.points = size_points(sizes)
         self._memo: dict[ENode, float] = {}
 
-    def operand(self, eclass: int) -> Operand | None:
-        f = self.egraph.facts.get(eclass)
-        return None if f is None else operand(f, self.sizes)
-
-    def traffic(self, node: ENode) -> tuple[Traffic, str] | None:
-        """Bytes and launches of one e-node and its calibration key; None for free nodes."""
+    def traffic(self, node: ENode, sizes: int | Mapping[str, int]) -> tuple[Traffic, str] | None:
+        """Bytes and launches of one e-node at one size binding, and its calibration key."""
         if node.op in ZERO_COST_OPS:
             return None
+
+        def opnd(eclass: int) -> Operand | None:
+            f = self.egraph.facts.get(eclass)
+            return None if f is None else operand(f, sizes)
+
         if node.op in self.catalog:
             spec = self.catalog[node.op]
-            bound: dict[str, object] = {}
-            for (name, sort), a in zip(spec.params, node.args, strict=True):
-                bound[name] = self.operand(a.eclass) if sort == "T" else a
+            bound = {name: (opnd(a.eclass) if sort == "T" else a)
+                     for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
             return spec.traffic(bound), spec.calibration_key
         if node.op.startswith("A"):
-            ins = [self.operand(c) for c in node.children]
-            out = self.operand(node.eclass)
+            ins = [opnd(c) for c in node.children]
+            out = opnd(node.eclass)
             read = sum(o.bytes for o in ins if o is not None)
             return Traffic(read, out.bytes if out is not None else 0, 1), f"aten:{node.args[0]}"
         return Traffic(0, 0, 1), node.op
 
+    def at(self, node: ENode, sizes: int | Mapping[str, int]) -> float:
+        t = self.traffic(node, sizes)
+        if t is None:
+            return VIEW_US if node.op == "Reshape" else 0.0
+        return self.profile.time_us(*t)
+
     def __call__(self, node: ENode) -> float:
         got = self._memo.get(node)
         if got is None:
-            t = self.traffic(node)
-            got = (VIEW_US if node.op == "Reshape" else 0.0) if t is None else self.profile.time_us(*t)
-            self._memo[node] = got
+            got = self._memo[node] = sum(self.at(node, s) for s in self.points) / len(self.points)
         return got

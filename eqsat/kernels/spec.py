@@ -4,7 +4,9 @@ A :class:`KernelSpec` says everything the optimizer knows of one op: its egglog 
 parameters, its semantics as Level-B terms (one per output; ``None`` for a Level-B op, which *is*
 the semantics), the side conditions under which the fused form may replace the semantics, which
 activation dtypes it takes, whether the equality is ``exact`` or holds up to ``rounding``, where it
-runs, and a traffic formula for the cost model. Fusion and unlift rules are generated from rows
+runs, and a traffic formula for the cost model. A row no vocabulary spells (a "leave it to Inductor"
+choice) carries ``expand``: a function over the row's parameters, in order, whose traced ATen code
+the emitter inlines. Fusion and unlift rules are generated from rows
 (``rewrites.kernels``); nothing else is written per kernel.
 
 Side conditions are egglog facts over the parameter names, produced by the small predicate
@@ -73,6 +75,7 @@ class KernelSpec:
     platforms: frozenset[str] = field(default_factory=lambda: frozenset({"any"}))
     calibration_key: str = ""
     doc: str = ""
+    expand: Callable[..., object] | None = None  # ATen code to inline where no vocabulary spells the row
 
     @property
     def is_fused(self) -> bool:

@@ -12,6 +12,7 @@
     vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,
                                                       float variance_epsilon, SymInt group_size)
                                                       -> (Tensor, Tensor, Tensor)
+    vllm::rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)
 
 Invariants:
 - An op that already exists (e.g. the real vLLM is installed and imported, which registers the
@@ -134,6 +135,14 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
         check_norm_shapes(x, weight, residual)
         return x.new_empty(x.shape, dtype=fp8), x.new_empty(x.shape), _scale_fake(x, group_size)
 
+    def act_quant(x: torch.Tensor, group_size: int) -> Any:
+        q, s = ref.silu_mul_fp8_group_quant(x, group_size, fp8)
+        return q.contiguous(), s.contiguous()
+
+    def act_quant_fake(x: torch.Tensor, group_size: int) -> Any:
+        half = x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
+        return half.new_empty(half.shape, dtype=fp8), _scale_fake(half, group_size)
+
     return [
         (
             "vllm_ir",
@@ -169,11 +178,17 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
             add_rms_quant,
             add_rms_quant_fake,
         ),
+        (
+            "vllm",
+            "rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)",
+            act_quant,
+            act_quant_fake,
+        ),
     ]
 
 
 def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> None:
-    """Define whichever of the five vLLM ops are missing; a no-op once they all exist.
+    """Define whichever of the vLLM ops are missing; a no-op once they all exist.
 
     `fp8_dtype` is the platform fp8 dtype of the quant stand-ins; only the first call that defines
     them uses it (query the result with `standin_fp8_dtype`).

@@ -33,7 +33,7 @@ from extract.egraph import EGraph, Ref, Selection
 from rewrites.schedule import default_rules
 
 log = logging.getLogger("eqsat")
-IMPROVEMENT_EPS_US = 1e-6
+IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (extract.cost.VIEW_US)
 
 
 def _before_selection(imported: fx_in.Imported, ser: serialize.Serialized) -> Selection:

@@ -187,7 +187,9 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
         raise
     for i in reversed(range(len(imported.nodes))):
         node = imported.nodes[i]
-        if i not in imported.opaque and node in had_users and not node.users:
+        # a pure node dies when we took its last use; an unused getitem goes too, since it would keep
+        # a replaced multi-output op alive
+        if i not in imported.opaque and not node.users and (node in had_users or node.target is operator.getitem):
             graph.erase_node(node)
             em.result.erased += 1
     for node in reversed(em.result.created):

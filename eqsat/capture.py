@@ -1,0 +1,29 @@
+"""Capture a post-grad-like FX graph of a function: fake-tensor meta, one symbolic token dim.
+
+``trace_tokens(f, *inputs)`` traces ``f`` with ``make_fx`` over fake tensors in which dim 0 of
+every input of rank >= 2 is a symbolic token count (inputs with the same dim 0 share one symbol,
+as in a vLLM or ``torch.compile(dynamic=True)`` graph) and every other dim is static. The result
+carries ``node.meta["val"]`` on every node, as Inductor's post-grad graphs do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+
+def trace_tokens(f: Callable[..., object], *inputs: torch.Tensor) -> torch.fx.GraphModule:
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
+    token_sizes = {t.shape[0] for t in inputs if t.dim() >= 2}
+    tokens = {n: shape_env.create_symintnode(shape_env.create_symbol(n, ConstantSource(f"tokens{n}")), hint=n)
+              for n in token_sizes}
+    with mode:
+        fakes = [torch.empty_strided((tokens[t.shape[0]], *t.shape[1:]), t.stride(), dtype=t.dtype)
+                 if t.dim() >= 2 else mode.from_tensor(t, static_shapes=True) for t in inputs]
+        return make_fx(f, tracing_mode="real")(*fakes)

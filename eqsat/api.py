@@ -22,7 +22,7 @@ from dataclasses import replace
 import torch.fx as fx
 
 from eqsat import fx_in, fx_out, load, saturate, serialize
-from eqsat.errors import EqSatInputError, EqSatInternalError
+from eqsat.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
 from eqsat.options import Options
 from eqsat.report import Report
 from eqsat.vocab.base import VocabIndex
@@ -33,6 +33,7 @@ from extract.egraph import EGraph, Ref, Selection
 from rewrites.schedule import default_rules
 
 log = logging.getLogger("eqsat")
+LOAD_SECONDS_PER_TERM = 5e-4  # conservative: ~0.25 ms measured on a 2-core CPU (egglog-notes.md)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (extract.cost.VIEW_US)
 
 
@@ -79,23 +80,27 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     report = Report()
     stage = _Stages(report)
     vocab = VocabIndex(options.vocabularies)
+    deadline = saturate.Deadline.after(options.budgets.seconds)
     try:
         with stage("import"):
-            imported = fx_in.import_graph(graph_module, options.catalog, vocab)
+            imported = fx_in.import_graph(graph_module, options.catalog, vocab, lambda: deadline.check("import"))
         report.imported_terms = len(imported.terms) - len(imported.opaque)
         report.opaque_nodes = len(imported.opaque)
         if not imported.roots:
             return report
         with stage("load"):
+            deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
             rules = default_rules(options.catalog, options.numerics)
             egraph = load.build(imported, options.catalog, rules)
         with stage("saturate"):
-            sat = saturate.saturate(egraph, options.budgets)
+            sat = saturate.saturate(egraph, options.budgets, deadline)
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
+        deadline.check("saturate")
         with stage("serialize"):
             ser = serialize.serialize(egraph, load.constructors(options.catalog), imported.roots)
         eg: EGraph = ser.egraph
         report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
+        deadline.check("serialize")
         with stage("extract"):
             cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
             selection = EXTRACTORS[options.extractor](eg, cost)
@@ -107,8 +112,10 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
         if not faster and options.emit != "always":
             report.predicted_after_us = report.predicted_before_us
             return report
+        deadline.check("extract")
         with stage("emit"):
-            result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab)
+            result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab,
+                                 lambda: deadline.check("emit"))
             owner = imported.graph.owning_module
             if result.changed and isinstance(owner, fx.GraphModule):
                 owner.recompile()
@@ -118,7 +125,11 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
         raise
     except Exception as exc:
         report.error = f"{stage.current}: {type(exc).__name__}: {exc}"
+        if isinstance(exc, BudgetExceeded):
+            report.stop_reason = "time_limit"
         if options.strict:
+            if isinstance(exc, EqSatInternalError):
+                raise
             raise EqSatInternalError(stage.current, exc) from exc
         log.warning("eqsat: %s failed (%s: %s); graph left unchanged", stage.current, type(exc).__name__, exc)
     return report

@@ -15,6 +15,7 @@ nodes and the graph output read are the roots extraction must cover.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -28,6 +29,7 @@ from eqsat.vocab.base import VocabIndex
 from extract.egraph import TensorFacts
 
 aten = torch.ops.aten
+BUDGET_EVERY = 256
 VIEW_OPS = frozenset({
     aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.squeeze.dim,
     aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
@@ -164,6 +166,18 @@ def _opaque_reason(node: fx.Node, mutated: set[fx.Node]) -> str | None:
     return None
 
 
+def _fixed_key(name: str, value: object, rank: int | None) -> object:
+    """How a pinned (``Spelling.fixed``) argument compares: lists as tuples, and a ``dim`` (int or
+    ints) in its negative form modulo the rank of the op's first input, as ATen wraps it."""
+    if isinstance(value, list):
+        value = tuple(value)
+    if name == "dim" and rank:
+        def wrap(d: object) -> object:
+            return d - rank if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else d
+        value = tuple(map(wrap, value)) if isinstance(value, tuple) else wrap(value)
+    return value
+
+
 def _bind(node: fx.Node, spelling, spec) -> tuple | None:
     """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
     schema = node.target._schema
@@ -176,8 +190,15 @@ def _bind(node: fx.Node, spelling, spec) -> tuple | None:
     names = [a.name for a in schema.arguments]
     bound: dict[str, object] = dict(zip(spelling.args, (given.get(n) for n in names[:len(spelling.args)]),
                                          strict=True))
+    fixed = dict(spelling.fixed)
+    first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
+    rank = first.dim() if isinstance(first, torch.Tensor) else None
     for a in schema.arguments[len(spelling.args):]:
-        if a.name in given and given[a.name] != (a.default_value if a.has_default_value() else None):
+        default = a.default_value if a.has_default_value() else None
+        if a.name in fixed:
+            if _fixed_key(a.name, given.get(a.name, default), rank) != _fixed_key(a.name, fixed[a.name], rank):
+                return None
+        elif a.name in given and given[a.name] != default:
             return None
     for p in spelling.from_output_dtype:
         val = node.meta.get("val")
@@ -208,8 +229,10 @@ def _bind(node: fx.Node, spelling, spec) -> tuple | None:
 
 
 class _Importer:
-    def __init__(self, graph: fx.Graph, catalog: Catalog, vocab: VocabIndex) -> None:
+    def __init__(self, graph: fx.Graph, catalog: Catalog, vocab: VocabIndex,
+                 check_budget: Callable[[], None] | None) -> None:
         self.graph, self.catalog, self.vocab = graph, catalog, vocab
+        self.check_budget = check_budget or (lambda: None)
         self.nodes = list(graph.nodes)
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.out = Imported(graph, self.nodes, {}, {}, [], [])
@@ -218,6 +241,8 @@ class _Importer:
     def run(self) -> Imported:
         mutated = mutated_values(self.graph)
         for i, node in enumerate(self.nodes):
+            if i % BUDGET_EVERY == 0:
+                self.check_budget()
             if node.op == "output":
                 self._use(node)
                 continue
@@ -250,13 +275,11 @@ class _Importer:
         if target is operator.getitem:
             src, i = node.args
             return ("Get", (Arg(self.index[src]), i)) if isinstance(src, fx.Node) and isinstance(i, int) else None
-        hit = self.vocab.lookup(target)
-        if hit is not None:
-            vocab, spelling = hit
+        for vocab, spelling in self.vocab.candidates(target):  # none fits: a view or generic op
             bound = _bind(node, spelling, self.catalog[spelling.constructor]) \
                 if spelling.constructor in self.catalog else None
             if bound is None:
-                return None
+                continue
             if vocab.name not in self.out.vocabularies:
                 self.out.vocabularies.append(vocab.name)
             return (spelling.constructor, tuple(Arg(self.index[v]) if isinstance(v, fx.Node) else v
@@ -298,7 +321,10 @@ class _Importer:
         return (f"A{len(tensors)}", (str(target), key, *(Arg(self.index[t]) for t in tensors)))
 
 
-def import_graph(graph_or_module: object, catalog: Catalog, vocab: VocabIndex) -> Imported:
-    """Turn an FX graph into terms, facts and roots (see the module docstring)."""
+def import_graph(graph_or_module: object, catalog: Catalog, vocab: VocabIndex,
+                 check_budget: Callable[[], None] | None = None) -> Imported:
+    """Turn an FX graph into terms, facts and roots (see the module docstring).
+
+    ``check_budget`` is called every ``BUDGET_EVERY`` nodes and may raise to stop the import."""
     graph = _graph_of(graph_or_module)
-    return _Importer(graph, catalog, vocab).run()
+    return _Importer(graph, catalog, vocab, check_budget).run()

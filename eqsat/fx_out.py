@@ -56,6 +56,15 @@ class _Emitter:
         self.result = EmitResult()
         fake_vals = [n.meta.get("val") for n in imported.nodes]
         self.fake_mode = detect_fake_mode([v for v in fake_vals if isinstance(v, torch.Tensor)])
+        # values equal in the e-graph have equal shapes and dtypes: a new node reuses the fake value
+        # of an original node of its class (or, for a tuple, of the classes of its projections)
+        self.class_val = {class_of_node[i]: v for i, v in enumerate(fake_vals)
+                          if isinstance(v, torch.Tensor) and i in class_of_node}
+        self.reuse_classes: set[int] = set()
+        self.projections: dict[int, dict[int, int]] = {}
+        for n in egraph.nodes:
+            if n.op == "Get":
+                self.projections.setdefault(n.children[0], {})[n.args[1]] = n.eclass
 
     # -- materialisation ---------------------------------------------------------------------
     def value(self, eclass: int, anchor: fx.Node) -> fx.Node:
@@ -90,7 +99,19 @@ class _Emitter:
         self.result.created.append(node)
         return node
 
+    def _known_val(self, eclass: int) -> object | None:
+        val = self.class_val.get(eclass)
+        if val is not None:
+            return val
+        outs = self.projections.get(eclass)
+        if outs and sorted(outs) == list(range(len(outs))) and all(c in self.class_val for c in outs.values()):
+            return tuple(self.class_val[outs[i]] for i in range(len(outs)))
+        return None
+
     def _create(self, enode: ENode, anchor: fx.Node) -> fx.Node:
+        if enode.op == "Get" or enode.op in self.catalog:
+            self.reuse_classes.add(enode.eclass)
+
         def kid(a: object) -> object:
             return self.value(a.eclass, anchor) if isinstance(a, Ref) else a
 
@@ -98,16 +119,18 @@ class _Emitter:
         if enode.op == "Get":
             if isinstance(args[0], tuple):  # an inlined multi-output chain
                 return args[0][args[1]]
-            return self._call(operator.getitem, (args[0], args[1]), {}, anchor)
+            return self._call(operator.getitem, (args[0], args[1]), {}, anchor, enode.eclass)
         if enode.op == "Reshape":
-            return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor)
+            return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor,
+                              enode.eclass)
         if enode.op in self.catalog:
             spec = self.catalog[enode.op]
             named = {p: dtype_from_name(a) if sort == "dtype" else a
                      for (p, sort), a in zip(spec.params, args, strict=True)}
             spelling = self.vocab.spelling_for(enode.op, self.im.vocabularies)
             if spelling is not None:
-                node = self._call(spelling.overload(), tuple(named[p] for p in spelling.args), {}, anchor)
+                node = self._call(spelling.overload(), tuple(named[p] for p in spelling.args), {}, anchor,
+                                  enode.eclass)
             elif spec.expand is not None:
                 node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
             else:
@@ -119,7 +142,8 @@ class _Emitter:
             op = self.im.generic[enode.args[1]]
             tensors = args[2:]
             fill = lambda a: tensors[a.i] if isinstance(a, Slot) else a  # noqa: E731
-            return self._call(op.target, map_aggregate(op.args, fill), map_aggregate(op.kwargs, fill), anchor)
+            return self._call(op.target, map_aggregate(op.args, fill), map_aggregate(op.kwargs, fill), anchor,
+                              enode.eclass)
         raise RuntimeError(f"cannot emit e-node {enode.op}")
 
     def _inline(self, fn: Callable[..., object], args: list[object], anchor: fx.Node) -> object:
@@ -152,10 +176,16 @@ class _Emitter:
             raise RuntimeError(f"cannot spell reshape to symbolic shape {key!r}")
         return [-1 if d is None else d for d in ints]
 
-    def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node) -> fx.Node:
+    def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node, eclass: int) -> fx.Node:
         with self.graph.inserting_before(anchor):
             node = self.graph.call_function(target, args, kwargs)
         self.result.created.append(node)
+        # catalog kernels and projections reuse their class's fake value; views and ATen calls are
+        # propagated, since their strides may differ from the original node's
+        known = self._known_val(eclass) if eclass in self.reuse_classes else None
+        if known is not None:
+            node.meta["val"] = known
+            return node
         vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
         if self.fake_mode is not None:
             with self.fake_mode:
@@ -166,13 +196,17 @@ class _Emitter:
 
 
 def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
-         catalog: Catalog, vocab: VocabIndex) -> EmitResult:
+         catalog: Catalog, vocab: VocabIndex, check_budget: Callable[[], None] | None = None) -> EmitResult:
+    """Write ``selection`` into the graph (see the module docstring). ``check_budget`` is called
+    before each root and may raise: every change is then undone."""
     em = _Emitter(imported, egraph, selection, class_of_node, catalog, vocab)
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
     had_users = {n for n in imported.nodes if n.users}
     try:
         for consumer, j in sorted(imported.uses, key=lambda u: em.pos[u[0]]):
+            if check_budget is not None:
+                check_budget()
             old = imported.nodes[j]
             new = em.value(class_of_node[j], consumer)
             if new is not old:

@@ -1,8 +1,14 @@
 """Saturate: run the rule set one iteration at a time under budgets, and say why it stopped.
 
 Stop reasons (egg's ``StopReason``): ``saturated`` (an iteration changed nothing), ``iteration_limit``,
-``node_limit`` (the e-graph grew past the node cap) and ``time_limit`` (the wall-clock budget ran
-out). Whatever the reason, the e-graph is consistent after each iteration, so extraction can use it.
+``node_limit`` (the e-graph grew past the node cap) and ``time_limit`` (saturation's share of the
+wall-clock budget ran out). Whatever the reason, the e-graph is consistent after each iteration,
+so extraction can use it.
+
+``Budgets.seconds`` bounds the whole pass, not only saturation: a :class:`Deadline` is checked at
+every stage boundary and inside the long loops of import and emit, and a stage that cannot be
+interrupted (loading terms into egglog) is refused up front when its estimate does not fit. Past
+the deadline the pass raises :class:`~eqsat.errors.BudgetExceeded` and the graph stays untouched.
 """
 
 from __future__ import annotations
@@ -13,7 +19,10 @@ from dataclasses import dataclass, field
 
 from egglog import bindings as eb
 
+from eqsat.errors import BudgetExceeded
 from eqsat.load import RULESET
+
+SATURATION_SHARE = 0.4  # of the budget left when saturation starts
 
 
 @dataclass(frozen=True)
@@ -21,6 +30,31 @@ class Budgets:
     iterations: int = 30
     nodes: int = 200_000
     seconds: float = 5.0
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A wall-clock deadline for one pass (``time.perf_counter`` seconds)."""
+
+    end: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.perf_counter() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return self.end - time.perf_counter()
+
+    def check(self, stage: str) -> None:
+        if time.perf_counter() > self.end:
+            raise BudgetExceeded(stage, f"wall-clock budget of {self.seconds:g} s exceeded")
+
+    def require(self, stage: str, estimate: float) -> None:
+        """Refuse to start an uninterruptible stage whose estimated time does not fit."""
+        if estimate > self.remaining():
+            raise BudgetExceeded(stage, f"estimated {estimate:.2f} s does not fit the {self.seconds:g} s budget "
+                                        f"({max(self.remaining(), 0):.2f} s left)")
 
 
 @dataclass
@@ -37,15 +71,16 @@ def egraph_size(egraph: eb.EGraph) -> int:
     return sum(n for _, n in out[0].sizes)
 
 
-def saturate(egraph: eb.EGraph, budgets: Budgets) -> SaturationReport:
+def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None) -> SaturationReport:
     report = SaturationReport()
     start = time.perf_counter()
+    share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
     run_one = egraph.parse_program(f"(run {RULESET} 1)")
     while True:
         if report.iterations >= budgets.iterations:
             report.stop_reason = "iteration_limit"
             break
-        if time.perf_counter() - start > budgets.seconds:
+        if time.perf_counter() - start > share:
             report.stop_reason = "time_limit"
             break
         out = egraph.run_program(*run_one)[0].report

@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Numerics
-from rewrites import views
+from rewrites import lift, views
 from rewrites.kernels import catalog_rules
 from rewrites.rule import Rule
 
@@ -24,4 +24,4 @@ def select(rules: Iterable[Rule], numerics: Numerics) -> tuple[Rule, ...]:
 
 
 def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
-    return select((*views.RULES, *catalog_rules(catalog)), numerics)
+    return select((*views.RULES, *lift.RULES, *catalog_rules(catalog)), numerics)

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from eqsat.kernels import act_quant, inductor, norm_quant
+from eqsat.kernels import act_quant, aten_ops, inductor, norm_quant
 from eqsat.kernels.spec import KernelSpec
 
-FAMILIES = (norm_quant, act_quant, inductor)
+FAMILIES = (norm_quant, act_quant, inductor, aten_ops)
 BUILTIN: tuple[KernelSpec, ...] = tuple(row for family in FAMILIES for row in family.ROWS)
 
 

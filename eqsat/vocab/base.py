@@ -2,9 +2,13 @@
 
 A :class:`Spelling` ties a catalog constructor to one FX target: which constructor parameters are
 the op's leading positional arguments (in order), and which parameters are read off the op's
-output instead (vLLM's AITER ops take no fp8 dtype; it is the platform's, seen on the output).
-Every other schema argument must hold its schema default, or the node is not this op and stays
-opaque. Import and emission both read the same spelling, so they cannot disagree.
+output instead (vLLM's AITER ops take no fp8 dtype; it is the platform's, seen on the output), and
+which further schema arguments it pins to a value (``fixed``: ``mean.dim`` over the last dim with
+``keepdim=True``; a ``dim`` argument compares modulo the rank of the op's first input, as ATen wraps
+it). Every other schema argument must hold its schema default, or the node is not this op.
+Several spellings may share a target (``add.Tensor`` with a scalar or a tensor second argument):
+import takes the first that fits, emission the first spelling of a constructor in its vocabulary.
+Import and emission both read the same spelling, so they cannot disagree.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ class Spelling:
     target: str  # "namespace::op" or "namespace::op.overload"
     args: tuple[str, ...]
     from_output_dtype: tuple[str, ...] = ()  # parameters equal to the dtype of output 0
+    fixed: tuple[tuple[str, object], ...] = ()  # (schema argument, the value it must hold)
 
     def overload(self) -> torch._ops.OpOverload | None:
         """The OpOverload if the op is registered in this process, else None."""
@@ -46,7 +51,10 @@ class Vocabulary:
     by_constructor: dict[str, Spelling] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "by_constructor", {s.constructor: s for s in self.spellings})
+        first: dict[str, Spelling] = {}
+        for s in self.spellings:
+            first.setdefault(s.constructor, s)
+        object.__setattr__(self, "by_constructor", first)
 
     def __iter__(self) -> Iterator[Spelling]:
         return iter(self.spellings)
@@ -62,19 +70,24 @@ class VocabIndex:
     """All spellings of a set of vocabularies, looked up by FX target qualname."""
 
     vocabularies: tuple[Vocabulary, ...]
-    by_target: dict[str, tuple[Vocabulary, Spelling]] = field(init=False, repr=False, compare=False)
+    by_target: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        table: dict[str, tuple[Vocabulary, Spelling]] = {}
+        table: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = {}
         for v in self.vocabularies:
             for s in v:
-                table.setdefault(s.qualname, (v, s))
+                table[s.qualname] = (*table.get(s.qualname, ()), (v, s))
         object.__setattr__(self, "by_target", table)
 
-    def lookup(self, op: object) -> tuple[Vocabulary, Spelling] | None:
+    def candidates(self, op: object) -> tuple[tuple[Vocabulary, Spelling], ...]:
+        """Every spelling of ``op``, in vocabulary order: import takes the first that fits a node."""
         if not isinstance(op, torch._ops.OpOverload):
-            return None
-        return self.by_target.get(overload_qualname(op))
+            return ()
+        return self.by_target.get(overload_qualname(op), ())
+
+    def lookup(self, op: object) -> tuple[Vocabulary, Spelling] | None:
+        hits = self.candidates(op)
+        return hits[0] if hits else None
 
     def spelling_for(self, constructor: str, preferred: list[str]) -> Spelling | None:
         """The spelling to emit ``constructor`` with: the first preferred vocabulary whose op exists."""

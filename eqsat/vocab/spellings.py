@@ -1,12 +1,12 @@
-"""The built-in vocabularies: vLLM 0.33.0's ops and the project's own ``eqsat`` namespace, gathered
-from the kernel families (each family says how every vocabulary spells its rows)."""
+"""The built-in vocabularies: vLLM 0.33.0's ops, the project's own ``eqsat`` namespace and the ATen/prims
+ops lift rules read (``aten``), gathered from the kernel families (each family says how every vocabulary spells its rows)."""
 
 from __future__ import annotations
 
 from eqsat.kernels.catalog import FAMILIES
 from eqsat.vocab.base import Spelling, VocabIndex, Vocabulary
 
-VOCABULARY_NAMES = ("vllm", "eqsat")
+VOCABULARY_NAMES = ("vllm", "eqsat", "aten")
 
 
 def _gather(name: str) -> tuple[Spelling, ...]:
@@ -14,7 +14,7 @@ def _gather(name: str) -> tuple[Spelling, ...]:
 
 
 DEFAULT_VOCABULARIES = tuple(Vocabulary(name, _gather(name)) for name in VOCABULARY_NAMES)
-VLLM, OWN = DEFAULT_VOCABULARIES
+VLLM, OWN, ATEN = DEFAULT_VOCABULARIES
 
 
 def default_index() -> VocabIndex:

@@ -1,0 +1,106 @@
+"""Family: the Level-A ATen/prims ops that lift rules read, as typed constructors.
+
+Ops the importer meets outside any family enter generically (``A0..A3``: a target string and a key
+into a side table), which rules cannot read. The ops vLLM's native decompositions are made of
+(``reference/vllm-facts.md`` §4.5) get typed constructors here instead, so ``rewrites.lift`` can
+state ``(Mul (Convert (Mul x32 (Rsqrt ...)) dt) w) = (RmsNorm x w eps)`` with ``eps`` a variable.
+
+Every row is a Level-B-style row (``outputs=None``): the op is its own semantics, it stays
+extractable, and it is costed as one kernel of its own. A traffic formula sees only parameters, not
+the output, so the output is inferred from the inputs:
+- elementwise ops write ``max(numel)`` of their tensor inputs (broadcasting) at the larger item size
+  (type promotion among floats: bf16 / fp32 -> fp32); scalar operands do not promote a float tensor;
+- ``Convert`` writes the input's element count at the target dtype's size;
+- the last-dim reductions write one element per row (``MaxLast`` also its int64 indices).
+
+Spellings (vocabulary ``"aten"``): a constructor may have several (``Convert`` is
+``prims.convert_element_type`` in post-grad graphs and ``aten._to_copy`` in ``make_fx`` ones), and
+a target may spell several constructors (``add.Tensor`` is ``AddS`` with a Python scalar second
+argument, ``Add`` with a tensor). Import takes the first spelling that fits a node and otherwise
+imports it generically; emission uses a constructor's first spelling. ``MeanLast`` and ``MaxLast``
+pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reduction over any other
+dim is not one of them. Invariant: every row here means exactly what its ATen op computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from eqsat.kernels.spec import KernelSpec, Operand, Traffic, params
+from eqsat.vocab.base import Spelling
+from extract.egraph import DTYPE_BYTES
+
+INDEX_BYTES = 8  # int64 indices of max.dim
+
+
+def _ops(a: Mapping[str, object]) -> list[Operand]:
+    return [v for v in a.values() if isinstance(v, Operand)]
+
+
+def _elementwise(a: Mapping[str, object]) -> Traffic:
+    ins = _ops(a)
+    out = max(o.numel for o in ins) * max(o.itemsize for o in ins)
+    return Traffic(read=sum(o.bytes for o in ins), written=out)
+
+
+def _convert(a: Mapping[str, object]) -> Traffic:
+    x, dt = a["x"], a["dt"]
+    assert isinstance(x, Operand) and isinstance(dt, str)
+    return Traffic(read=x.bytes, written=x.numel * DTYPE_BYTES.get(dt, 4))
+
+
+def _mean_last(a: Mapping[str, object]) -> Traffic:
+    x = a["x"]
+    assert isinstance(x, Operand)
+    return Traffic(read=x.bytes, written=x.rows * x.itemsize)
+
+
+def _max_last(a: Mapping[str, object]) -> Traffic:
+    x = a["x"]
+    assert isinstance(x, Operand)
+    return Traffic(read=x.bytes, written=x.rows * (x.itemsize + INDEX_BYTES))
+
+
+def _row(name: str, sig: str, traffic, target: str, doc: str) -> KernelSpec:
+    return KernelSpec(name, params(sig), traffic, calibration_key=f"aten:{target}", doc=doc)
+
+
+ROWS: tuple[KernelSpec, ...] = (
+    _row("Convert", "x:T dt:dtype", _convert, "prims.convert_element_type.default", "x cast to dtype dt"),
+    _row("PowS", "x:T p:f64", _elementwise, "aten.pow.Tensor_Scalar", "x ** p, p a scalar"),
+    _row("MeanLast", "x:T", _mean_last, "aten.mean.dim", "mean over the last dim, keepdim=True"),
+    _row("AddS", "x:T c:f64", _elementwise, "aten.add.Tensor", "x + c, c a scalar"),
+    _row("Add", "x:T y:T", _elementwise, "aten.add.Tensor", "x + y, broadcast and promoted"),
+    _row("Mul", "x:T y:T", _elementwise, "aten.mul.Tensor", "x * y, broadcast and promoted"),
+    _row("Rsqrt", "x:T", _elementwise, "aten.rsqrt.default", "1 / sqrt(x)"),
+    _row("Abs", "x:T", _elementwise, "aten.abs.default", "|x|"),
+    _row("MaxLast", "x:T", _max_last, "aten.max.dim", "(values, indices) of max over the last dim, keepdim=True"),
+    _row("DivS", "x:T c:f64", _elementwise, "aten.div.Tensor", "x / c, c a scalar (true division)"),
+    _row("Div", "x:T y:T", _elementwise, "aten.div.Tensor", "x / y, broadcast and promoted (true division)"),
+    _row("ClampMin", "x:T c:f64", _elementwise, "aten.clamp_min.default", "max(x, c), NaN kept"),
+    _row("ClampMax", "x:T c:f64", _elementwise, "aten.clamp_max.default", "min(x, c), NaN kept"),
+    _row("Clamp", "x:T lo:f64 hi:f64", _elementwise, "aten.clamp.default", "min(max(x, lo), hi), NaN kept"),
+)
+
+_LAST_KEEPDIM = (("dim", (-1,)), ("keepdim", True))
+
+SPELLINGS: dict[str, tuple[Spelling, ...]] = {
+    "aten": (
+        Spelling("Convert", "prims::convert_element_type", ("x", "dt")),
+        Spelling("Convert", "aten::_to_copy", ("x", "dt")),  # kwarg dtype only; device etc. at defaults
+        Spelling("PowS", "aten::pow.Tensor_Scalar", ("x", "p")),
+        Spelling("MeanLast", "aten::mean.dim", ("x",), fixed=_LAST_KEEPDIM),
+        Spelling("AddS", "aten::add.Tensor", ("x", "c")),
+        Spelling("Add", "aten::add.Tensor", ("x", "y")),
+        Spelling("Mul", "aten::mul.Tensor", ("x", "y")),
+        Spelling("Rsqrt", "aten::rsqrt", ("x",)),
+        Spelling("Abs", "aten::abs", ("x",)),
+        Spelling("MaxLast", "aten::max.dim", ("x",), fixed=(("dim", -1), ("keepdim", True))),
+        Spelling("DivS", "aten::div.Tensor", ("x", "c")),
+        Spelling("Div", "aten::div.Tensor", ("x", "y")),
+        Spelling("ClampMin", "aten::clamp_min", ("x", "c")),
+        Spelling("ClampMax", "aten::clamp_max", ("x", "c")),
+        Spelling("Clamp", "aten::clamp", ("x", "lo", "hi")),
+        Spelling("ClampMin", "aten::clamp", ("x", "c")),  # clamp(x, min) with max left None
+    ),
+}

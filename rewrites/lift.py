@@ -1,0 +1,74 @@
+"""Lift rules (Level A = Level B): vLLM's native decompositions are the semantic ops they implement.
+
+A graph in native ATen form (custom ops off, ``reference/vllm-facts.md`` §4.4-4.5) gets the same
+fusions as one that calls ``vllm_ir.rms_norm``: these equalities put ``RmsNorm`` / ``AddRmsNorm`` /
+``QuantGroup`` into the e-classes of the native chains, and the catalog's fuse rules take it from
+there. The ATen ops are the typed constructors of ``eqsat.kernels.aten_ops``.
+
+- ``lift-rms-norm`` (exact): ``x32 = float(x)``; ``cast(x32 * rsqrt(mean_last(x32^2) + eps), dt) * w``
+  is ``RmsNorm(x, w, eps)`` when ``dt`` is the dtype of ``w`` and of ``x`` (so the final cast back to
+  ``x.dtype`` is the no-op the graph dropped) and ``w`` is a 1-D weight over the last dim.
+- ``lift-add-rms-norm`` / ``-residual`` (exact): the same tail over ``s32 = float(x) + float(r)`` is
+  output 0 of ``AddRmsNorm(x, r, w, eps)``, and ``cast(s32, x.dtype)`` next to it is output 1.
+- ``mul-comm`` (exact): IEEE multiplication commutes (broadcast and promotion are symmetric), so
+  ``w * y`` and ``y * w`` both match; ``clamp-split`` (exact): ``clamp(x, lo, hi)`` is
+  ``clamp_max(clamp_min(x, lo), hi)``, NaN and ``lo > hi`` included (how post-grad graphs spell it).
+- ``lift-quant-group-<fp8>`` (rounding): vLLM's native ``QuantFP8`` group quant (view as
+  ``[.., G]``, ``scale = clamp_min(float(max|x_g|) / FMAX, 1 / (FMAX * 512))``,
+  ``q = cast(clamp(x_g / scale, -FMAX, FMAX))``, view back, squeeze the scale) is ``QuantGroup(x, G,
+  fp8)``. AITER's QuantGroup uses ``finfo(fp8).max`` (240 on e4m3fnuz, vLLM native 224) and floors
+  amax at 1e-10 instead of the scale, so (q, scale) differ but q·scale agree within 1.25 fp8 steps
+  (the ``rounding`` tolerance of ``tests/test_rules.py``); all-zero groups give q·scale = 0 on both.
+  ``G`` is read off the grouped view's last dim; x is 2-D, its last dim a multiple of ``G``, q is
+  viewed back to x's shape and the scale to ``[rows, N / G]``. FMAX comes from ``NATIVE_FP8_MAX``.
+
+Constants (``eps``, ``G``) are pattern variables; structure (which dims, dtypes, constants) is
+checked exactly with facts. All rules are equalities in one ruleset: their order never matters.
+"""
+
+from __future__ import annotations
+
+from eqsat.kernels.spec import rank, same_dtype, same_last_dim, same_shape
+from rewrites.rule import Rule, rewrite, rule
+
+NATIVE_FP8_MAX: dict[str, float] = {"float8_e4m3fnuz": 224.0}
+"""fp8 dtype -> the max vLLM's native QuantFP8 clamps to (``get_fp8_min_max``: 224 on ROCm fnuz).
+e4m3fn (448) is not listed: the vLLM stand-in emits e4m3fnuz only, so it could not be tested."""
+
+
+def rms_tail(s32: str) -> str:
+    """vLLM-IR's native rms_norm after the fp32 cast ``s32`` of its input: normalise in fp32, cast
+    to the weight dtype ``dt``, multiply by the weight ``w``."""
+    return f"(Mul (Convert (Mul {s32} (Rsqrt (AddS (MeanLast (PowS {s32} 2.0)) eps))) dt) w)"
+
+
+_X32 = '(Convert x "float32")'
+_S32 = f'(Add {_X32} (Convert r "float32"))'
+_ADD_RMS = "(AddRmsNorm x r w eps)"
+_WEIGHT = (*same_dtype("x", "w"), "(= dt (dtype w))", *rank("w", 1), *same_last_dim("x", "w"))
+_RESIDUAL = (*same_shape("x", "r"), *same_dtype("x", "r"))
+
+
+def quant_group_rule(fp8: str, fmax: float) -> Rule:
+    scale = '(ClampMin (DivS (Convert (Get (MaxLast (Abs xg)) 0) "float32") fmax) lo)'
+    q = f"(Reshape (Convert (ClampMax (ClampMin (Div xg {scale}) nf) fmax) dt) sq)"
+    query = (
+        "(= xg (Reshape x sg))", f"(= __q {q})", f"(= __s (Reshape {scale} ss))",
+        f'(= dt "{fp8}")', f"(= fmax {fmax!r})", "(= nf (neg fmax))", "(= lo (/ 1.0 (* fmax 512.0)))",
+        *rank("x", 2), "(= (dim x -1) __n)", "(= (dim xg -1) G)", "(> G 0)", "(= 0 (% __n G))",
+        "(= (shape x) sq)", *rank("__s", 2), "(= (dim __s -1) (/ __n G))",
+    )
+    actions = ("(union __q (Get (QuantGroup x G dt) 0))", "(union __s (Get (QuantGroup x G dt) 1))")
+    return rule(f"lift-quant-group-{fp8.removeprefix('float8_')}", query, actions, "rounding", "lift")
+
+
+RULES: tuple[Rule, ...] = (
+    rewrite("lift-rms-norm", rms_tail(_X32), "(RmsNorm x w eps)", *_WEIGHT, family="lift"),
+    rewrite("lift-add-rms-norm", rms_tail(_S32), f"(Get {_ADD_RMS} 0)", *_WEIGHT, *_RESIDUAL, family="lift"),
+    rule("lift-add-rms-norm-residual",
+         (f"(= __n {rms_tail(_S32)})", f"(= __res (Convert {_S32} (dtype x)))", *_WEIGHT, *_RESIDUAL),
+         (f"(union __res (Get {_ADD_RMS} 1))",), family="lift"),
+    rewrite("mul-comm", "(Mul a b)", "(Mul b a)", family="lift"),
+    rewrite("clamp-split", "(Clamp x lo hi)", "(ClampMax (ClampMin x lo) hi)", family="lift"),
+    *(quant_group_rule(fp8, fmax) for fp8, fmax in NATIVE_FP8_MAX.items()),
+)

@@ -1,0 +1,171 @@
+"""Lift rules: vLLM's native ATen decompositions get the same fusions as the vLLM ops.
+
+Each rule has a before ≡ after test through ``tests.test_rules.check`` (before: the native chain as
+vLLM's native code writes it; after: the vLLM op or fused kernel it must become), the exact lifts
+are also checked eagerly (native chain bit-equal to the ``vllm_ir`` stand-in), and the near misses
+(a Gemma ``(1 + w)`` norm, a mean over another dim, a partial-row variance, another fp8 max) must
+leave the graph as it was.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import eqsat
+from eqsat.fx_in import import_graph
+from eqsat.vocab.spellings import default_index
+from tests.conftest import FP8, rand, trace
+from tests.test_rules import check
+
+vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
+TESTED_RULES = {"lift-rms-norm", "lift-add-rms-norm", "lift-add-rms-norm-residual", "mul-comm", "clamp-split",
+                "lift-quant-group-e4m3fnuz"}
+FMAX = 224.0  # vLLM's native fp8 max on e4m3fnuz
+
+
+def rms_native(x32, w, eps):
+    """vLLM-IR rms_norm's native impl after ``x32 = x.float()`` (its final cast is a no-op)."""
+    return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(w.dtype) * w
+
+
+def quant_native(x, group, fmax=FMAX, min_scale=None):
+    """vLLM ``QuantFP8._quantize_group_native`` as post-grad graphs spell it (clamp_min, clamp_max)."""
+    xg = x.reshape(-1, x.shape[-1] // group, group)
+    scale = (xg.abs().max(dim=-1, keepdim=True)[0].float() / fmax).clamp_min(min_scale or 1 / (fmax * 512))
+    q = (xg / scale).clamp_min(-fmax).clamp_max(fmax).to(FP8)
+    return q.reshape(-1, x.shape[-1]), scale.squeeze(-1)
+
+
+def add_rms_native(x, r, w, eps):
+    s32 = x.float() + r.float()
+    return rms_native(s32, w, eps), s32.to(x.dtype)
+
+
+XW = [rand(8, 512), rand(512, seed=1)]
+XRW = [rand(8, 512), rand(8, 512, seed=3), rand(512, seed=1)]
+
+
+def unchanged(before, inputs) -> None:
+    gm = trace(before, *inputs)
+    code = gm.code
+    report = eqsat.optimize(gm, strict=True)
+    assert not [r for r in report.rules_fired if r.startswith("lift-")], report.rules_fired
+    assert gm.code == code and not report.changed
+
+
+# -- the native chains are the vLLM ops, bit for bit --------------------------------------------
+
+@pytest.mark.parametrize("eps", [1e-6, 1e-5])
+def test_native_chains_equal_vllm_ir_bitwise(eps):
+    x, r, w = rand(33, 1024, seed=5), rand(33, 1024, seed=6), rand(1024, seed=7)
+    assert torch.equal(rms_native(x.float(), w, eps), vir.rms_norm(x, w, eps))
+    assert all(map(torch.equal, add_rms_native(x, r, w, eps), vir.fused_add_rms_norm(x, r, w, eps)))
+
+
+# -- one before ≡ after test per rule ---------------------------------------------------------------
+
+@pytest.mark.parametrize("eps", [1e-6, 3e-4])
+def test_lift_rms_norm(eps):
+    check(lambda x, w: (rms_native(x.float(), w, eps),), lambda x, w: (vir.rms_norm(x, w, eps),), XW,
+          fires="lift-rms-norm")
+
+
+def test_mul_comm_weight_first():
+    """HF Llama writes ``w * y.to(dtype)`` and ``rsqrt(v) * x32``: both spellings lift."""
+    def before(x, w):
+        x32 = x.float()
+        return (w * (torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * x32).to(w.dtype),)
+
+    check(before, lambda x, w: (vir.rms_norm(x, w, 1e-6),), XW, fires="mul-comm")
+
+
+@pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (1e-5, 64)])
+def test_lift_rms_norm_fuses_group_quant(eps, group):
+    check(lambda x, w: vllm.rocm_aiter_group_fp8_quant(rms_native(x.float(), w, eps), group),
+          lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, eps, group), XW, numerics="rounding",
+          group=group, fires="lift-rms-norm")
+
+
+def test_lift_add_rms_norm():
+    check(lambda x, r, w: add_rms_native(x, r, w, 1e-6), lambda x, r, w: vir.fused_add_rms_norm(x, r, w, 1e-6),
+          XRW, fires="lift-add-rms-norm-residual")
+
+
+def test_lift_add_rms_norm_fuses_group_quant():
+    def before(x, r, w):
+        normed, res = add_rms_native(x, r, w, 2e-5)
+        return (*vllm.rocm_aiter_group_fp8_quant(normed, 128), res)
+
+    def after(x, r, w):
+        q, res, s = vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant(x, r, w, 2e-5, 128)
+        return q, s, res
+
+    check(before, after, XRW, numerics="rounding", fires="lift-add-rms-norm")
+
+
+@pytest.mark.parametrize("group", [128, 64])
+def test_lift_quant_group(group):
+    check(lambda x: quant_native(x, group), lambda x: vllm.rocm_aiter_group_fp8_quant(x, group), [rand(8, 512)],
+          numerics="rounding", group=group, fires="lift-quant-group-e4m3fnuz")
+
+
+def test_clamp_split():
+    """``make_fx`` keeps ``clamp(x, lo, hi)``, post-grad graphs split it; both lift."""
+    def before(x):
+        xg = x.reshape(-1, 4, 128)
+        scale = (xg.abs().max(dim=-1, keepdim=True)[0].float() / FMAX).clamp(min=1 / (FMAX * 512))
+        return (xg / scale).clamp(-FMAX, FMAX).to(FP8).reshape(-1, 512), scale.squeeze(-1)
+
+    check(before, lambda x: vllm.rocm_aiter_group_fp8_quant(x, 128), [rand(8, 512)], numerics="rounding",
+          fires="clamp-split")
+
+
+def test_all_native_norm_and_quant_fuse():
+    check(lambda x, w: quant_native(rms_native(x.float(), w, 1e-6), 128),
+          lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-6, 128), XW, numerics="rounding",
+          fires="lift-quant-group-e4m3fnuz")
+
+
+# -- near misses stay as they are -------------------------------------------------------------------
+
+def gemma(x, w):
+    """vLLM ``GemmaRMSNorm.forward_static``: the weight is ``1 + w``, applied in fp32 before the cast."""
+    x32 = x.float()
+    return ((x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)) * (1.0 + w.float())).to(x.dtype)
+
+
+NEAR_MISSES = {
+    "gemma": lambda x, w: vllm.rocm_aiter_group_fp8_quant(gemma(x, w), 128),
+    "mean-over-tokens": lambda x, w: (x.float() * torch.rsqrt(x.float().pow(2).mean(0, keepdim=True) + 1e-6))
+    .to(w.dtype) * w,
+    "partial-row-variance": lambda x, w: (x.float() * torch.rsqrt(x.float()[:, :256].pow(2).mean(-1, keepdim=True)
+                                                                  + 1e-6)).to(w.dtype) * w,
+    "cast-to-other-dtype": lambda x, w: rms_native(x.float(), w.half(), 1e-6),
+    "variance-of-another-tensor": lambda x, w: (x.float() * torch.rsqrt(w.float().pow(2).mean(-1, keepdim=True)
+                                                                        + 1e-6)).to(w.dtype) * w,
+    "other-fp8-max": lambda x, w: quant_native(x, 128, fmax=200.0),
+    "other-min-scale": lambda x, w: quant_native(x, 128, min_scale=1e-4),
+}
+
+
+@pytest.mark.parametrize("name", NEAR_MISSES)
+def test_near_miss_is_not_lifted(name):
+    unchanged(NEAR_MISSES[name], XW)
+
+
+# -- import: which ATen calls become typed constructors ---------------------------------------------
+
+def _ops(f, *inputs) -> list[str]:
+    im = import_graph(trace(f, *inputs), eqsat.DEFAULT_CATALOG, default_index())
+    return [op for op, _ in im.terms.values() if op not in ("Leaf", "Get")]
+
+
+def test_import_spellings():
+    assert _ops(lambda x: x.mean(1, keepdim=True), rand(8, 512)) == ["MeanLast"]  # dim 1 of 2-D is -1
+    assert _ops(lambda x: x.mean(-1), rand(8, 512)) == ["A1"]  # keepdim=False
+    assert _ops(lambda x: x.mean(0, keepdim=True), rand(8, 512)) == ["A1"]
+    assert _ops(lambda x: x.max(dim=0, keepdim=True)[0], rand(8, 512)) == ["A1"]
+    assert _ops(lambda x, y: (x + 2.0) + y, rand(8, 512), rand(8, 512)) == ["AddS", "Add"]
+    assert _ops(lambda x: x.add(1.0, alpha=2), rand(8, 512)) == ["A1"]
+    assert _ops(lambda x: x.float(), rand(8, 512)) == ["Convert"]

@@ -67,6 +67,8 @@ def _validate(options: Options) -> None:
         raise EqSatInputError(f"emit must be 'if_faster' or 'always', got {options.emit!r}")
     if options.numerics not in ("exact", "rounding"):
         raise EqSatInputError(f"numerics must be 'exact' or 'rounding', got {options.numerics!r}")
+    if options.budgets.scheduler not in saturate.SCHEDULES:
+        raise EqSatInputError(f"budgets.scheduler must be one of {sorted(saturate.SCHEDULES)}")
     try:
         load_profile(options.profile)
     except ValueError as exc:

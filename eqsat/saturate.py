@@ -23,13 +23,24 @@ from eqsat.errors import BudgetExceeded
 from eqsat.load import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
+# scheduler -> (egglog schedule run between budget checks, iterations it runs); the back-off
+# scheduler's bans last within one chunk
+SCHEDULES = {
+    "simple": ("(run {ruleset} 1)", 1),
+    "backoff": ("(run-schedule (let-scheduler bo (back-off)) (repeat 4 (run-with bo {ruleset})))", 4),
+}
 
 
 @dataclass(frozen=True)
 class Budgets:
+    """Caps on one pass: saturation iterations, e-graph size, wall-clock seconds for the whole pass,
+    and egglog's scheduler (``"simple"``: every rule every iteration; ``"backoff"``: rules that
+    match too often are banned for a while, egg's BackoffScheduler)."""
+
     iterations: int = 30
     nodes: int = 200_000
     seconds: float = 5.0
+    scheduler: str = "simple"
 
 
 @dataclass(frozen=True)
@@ -75,7 +86,10 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
     report = SaturationReport()
     start = time.perf_counter()
     share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
-    run_one = egraph.parse_program(f"(run {RULESET} 1)")
+    if budgets.scheduler not in SCHEDULES:
+        raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
+    chunk = SCHEDULES[budgets.scheduler][1]
+    run_chunk = egraph.parse_program(SCHEDULES[budgets.scheduler][0].format(ruleset=RULESET))
     while True:
         if report.iterations >= budgets.iterations:
             report.stop_reason = "iteration_limit"
@@ -83,8 +97,8 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         if time.perf_counter() - start > share:
             report.stop_reason = "time_limit"
             break
-        out = egraph.run_program(*run_one)[0].report
-        report.iterations += 1
+        out = egraph.run_program(*run_chunk)[0].report
+        report.iterations += chunk
         report.matches.update({k: v for k, v in out.num_matches_per_rule.items() if v})
         if not out.updated:
             report.stop_reason = "saturated"

@@ -1,0 +1,59 @@
+"""Calibration: the fitter recovers known kernel lines, and the CLI writes a profile and a plot."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from eqsat import cli
+from eqsat.kernels.spec import Traffic
+from extract.calibrate import Component, Measurement, evaluate, fit, read_table
+from extract.cost import KernelTiming, Profile, load_profile
+
+TRUTH = {"a": KernelTiming(1.5, 3000.0), "b": KernelTiming(4.0, 1200.0)}
+
+
+def synthetic(truth: dict[str, KernelTiming]) -> list[Measurement]:
+    prof = Profile("truth", 1.0, 1.0, kernels=truth)
+    out = []
+    for key in truth:
+        for nbytes in (1e3, 1e5, 1e6, 1e7, 1e8):
+            c = Component(key, nbytes)
+            out.append(Measurement((c,), prof.time_us(Traffic(nbytes, 0), key)))
+    both = (Component("a", 5e6), Component("b", 5e6))  # a composite row: two kernels back to back
+    out.append(Measurement(both, sum(prof.time_us(Traffic(c.bytes, 0), c.key) for c in both)))
+    return out
+
+
+def test_fit_recovers_kernel_lines():
+    profile = fit(synthetic(TRUTH), load_profile("h200"))
+    for key, want in TRUTH.items():
+        assert profile.kernels[key].launch_us == pytest.approx(want.launch_us, rel=1e-3)
+        assert profile.kernels[key].bandwidth_gbps == pytest.approx(want.bandwidth_gbps, rel=1e-3)
+    quality = evaluate(synthetic(TRUTH), profile)
+    assert quality.median_rel_error < 1e-6 and quality.spearman > 0.99
+
+
+def test_cli_calibrate_writes_profile_and_plot(tmp_path, capsys):
+    table = tmp_path / "t.csv"
+    with open(table, "w", newline="") as fh:
+        w = csv.writer(fh)
+        w.writerow(["key", "M", "N", "G", "dtype", "device", "us", "bytes", "launches", "check"])
+        for m in synthetic(TRUTH)[:-1]:
+            w.writerow([m.components[0].key, 1, 1, 128, "bf16", "h200", m.us, m.components[0].bytes, 1, "ok"])
+        w.writerow(["a", 1, 1, 128, "bf16", "h200", 999.0, 1e3, 1, "fail"])  # a failed check is skipped
+    assert len(read_table(table)) == 10
+    out_json, out_png = tmp_path / "p.json", tmp_path / "p.png"
+    assert cli.main(["calibrate", str(table), "--device", "h200", "--out", str(out_json), "--plot", str(out_png)]) == 0
+    assert "Spearman" in capsys.readouterr().out
+    fitted = load_profile(str(out_json))
+    assert fitted.kernels["b"].launch_us == pytest.approx(4.0, rel=1e-3)
+    assert json.loads(out_json.read_text())["name"] == "h200"
+    assert out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unknown_profile_is_a_clear_error():
+    with pytest.raises(ValueError, match="unknown device profile"):
+        load_profile("tpu-v9")

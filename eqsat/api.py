@@ -57,7 +57,7 @@ class _Stages:
         try:
             yield
         finally:
-            self.report.stage_ms[name] = (time.perf_counter() - start) * 1e3
+            self.report.stage_ms[name] = self.report.stage_ms.get(name, 0.0) + (time.perf_counter() - start) * 1e3
 
 
 def _validate(options: Options) -> None:
@@ -75,8 +75,12 @@ def _validate(options: Options) -> None:
         raise EqSatInputError(str(exc)) from None
 
 
-def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, **overrides: object) -> Report:
-    """Rewrite ``graph_module`` in place with the cheapest equivalent graph; return the report."""
+def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, *,
+             engine: load.Engine | None = None, **overrides: object) -> Report:
+    """Rewrite ``graph_module`` in place with the cheapest equivalent graph; return the report.
+
+    ``engine`` (optional) is a prepared e-graph with the rules declared, reused across calls (an
+    ``EqSatPass`` keeps one); it must have been made from the same catalog and rules."""
     options = replace(options or Options(), **overrides)
     _validate(options)
     report = Report()
@@ -90,16 +94,22 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
         report.opaque_nodes = len(imported.opaque)
         if not imported.roots:
             return report
-        with stage("load"):
-            deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
+        deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
+        with stage("prepare"):
             rules = default_rules(options.catalog, options.numerics)
-            egraph = load.build(imported, options.catalog, rules)
-        with stage("saturate"):
-            sat = saturate.saturate(egraph, options.budgets, deadline)
-        report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
-        deadline.check("saturate")
-        with stage("serialize"):
-            ser = serialize.serialize(egraph, load.constructors(options.catalog), imported.roots)
+            if engine is None:
+                engine = load.Engine(options.catalog, rules)
+            elif engine.key != load.engine_key(options.catalog, rules):
+                raise ValueError("the engine was prepared for other rules or another catalog")
+        with engine.scope() as egraph:
+            with stage("load"):
+                engine.load(imported)
+            with stage("saturate"):
+                sat = saturate.saturate(egraph, options.budgets, deadline)
+            report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
+            deadline.check("saturate")
+            with stage("serialize"):
+                ser = serialize.serialize(egraph, engine.constructors, imported.roots)
         eg: EGraph = ser.egraph
         report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
         deadline.check("serialize")

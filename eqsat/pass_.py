@@ -20,6 +20,7 @@ import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from eqsat.api import optimize
+from eqsat.load import Engine
 from eqsat.options import Options
 from eqsat.report import Report
 from extract.cost import load_profile
@@ -40,17 +41,35 @@ def _source_digest() -> str:
     return h.hexdigest()
 
 
+def range_sizes(compile_range: object, points: int = 6) -> tuple[int, ...]:
+    """Sizes to cost a compile range at: its ends and the powers of two between (at most ``points``)."""
+    start, end = int(getattr(compile_range, "start", 1)), int(getattr(compile_range, "end", 1))
+    start, end = max(1, min(start, end)), max(1, start, end)
+    inner = [1 << k for k in range(start.bit_length(), end.bit_length()) if start < (1 << k) < end]
+    if len(inner) > points - 2:
+        step = len(inner) / (points - 2)
+        inner = [inner[int(i * step)] for i in range(points - 2)]
+    return tuple(sorted({start, *inner, end}))
+
+
 class EqSatPass(CustomGraphPass):
     """Runs :func:`eqsat.optimize` on each graph; never breaks a compile unless ``strict``."""
 
     def __init__(self, options: Options | None = None, **overrides: object) -> None:
         self.options = replace(options or Options(), **overrides)
         self.last_report: Report | None = None
+        self._engine: Engine | None = None  # declared rules, reused across graphs (see eqsat.load)
+        self._range_sizes: tuple[int, ...] = ()
 
     def __call__(self, graph: fx.Graph) -> None:
         try:
-            self.last_report = optimize(graph, self.options)
+            if self._engine is None:
+                self._engine = Engine(self.options.catalog, default_rules(self.options.catalog, self.options.numerics))
+            self.last_report = optimize(graph, self._options_for_graph(), engine=self._engine)
+            if self.last_report.error:
+                self._engine = None  # never reuse an engine a failure may have left in a bad state
         except Exception as exc:
+            self._engine = None
             if self.options.strict:
                 raise
             log.warning("eqsat: pass skipped (%s: %s); graph left unchanged", type(exc).__name__, exc)
@@ -59,7 +78,13 @@ class EqSatPass(CustomGraphPass):
         log.debug("eqsat report:\n%s", self.last_report.table())
 
     def is_applicable_for_range(self, compile_range: object) -> bool:
+        """vLLM asks this before running the pass on the graph of one compile range: the pass then
+        costs that graph at sizes sampled from the range (so the choice can differ per range)."""
+        self._range_sizes = range_sizes(compile_range)
         return True
+
+    def _options_for_graph(self) -> Options:
+        return replace(self.options, sizes=self._range_sizes) if self._range_sizes else self.options
 
     def uuid(self) -> str:
         o = self.options

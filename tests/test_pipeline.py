@@ -138,7 +138,8 @@ def test_report_names_stages_and_stop_reason():
     gm = trace(rms_quant, rand(8, 256), rand(256))
     report = eqsat.optimize(gm)
     assert report.stop_reason == "saturated"
-    assert set(report.stage_ms) == {"import", "load", "saturate", "serialize", "extract", "emit"}
+    assert set(report.stage_ms) == {"import", "prepare", "load", "saturate", "serialize", "extract",
+                                    "emit"}
     assert "K_rmsnorm_fp8_group_quant" in report.table()
 
 

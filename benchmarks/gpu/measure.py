@@ -47,8 +47,9 @@ fetched with `python3 -m pip download --no-deps --only-binary=:all: --python-ver
 
     run(kind="nvidia-h200", carry=[".whl"], timeout_s=600, command=
         "python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site "
-        ".whl/*.whl && export PYTHONPATH=/tmp/site || exit; "
-        "PYTHONUNBUFFERED=1 python3 benchmarks/gpu/measure.py --out $OUT --warm-workers 7 --budget-s 480")
+        ".whl/*.whl && export PYTHONPATH=/tmp/site || exit; export TORCHINDUCTOR_COMPILE_THREADS=2 "
+        "PYTHONUNBUFFERED=1; set -o pipefail; python3 benchmarks/gpu/measure.py --out $OUT --warm-workers 7 "
+        "--budget-s 480 2>&1 | tee $OUT/h200_calibration.log")
 
 then copy $OUT/h200_calibration*.{csv,log} into benchmarks/results/. Subsets: --M 1 4096 --N 7168 --keys
 rms_group_quant inductor:rms_group_quant. --warm-workers K first compiles every kernel (AITER JIT and
@@ -781,7 +782,7 @@ def main(argv=None):
         "--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "..", "results")
     )
     ap.add_argument(
-        "--rep-ms", type=float, default=20.0, help="do_bench_cudagraph rep (ms of kernel time per graph)"
+        "--rep-ms", type=float, default=10.0, help="do_bench_cudagraph rep (ms of kernel time per graph)"
     )
     ap.add_argument(
         "--repeats", type=int, default=2, help="independent do_bench_cudagraph runs per row (10 replays each)"

@@ -21,7 +21,7 @@ from dataclasses import replace
 
 import torch.fx as fx
 
-from eqsat import fx_in, fx_out, load, saturate, serialize
+from eqsat import dump, fx_in, fx_out, load, saturate, serialize
 from eqsat.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
 from eqsat.options import Options
 from eqsat.report import Report
@@ -83,56 +83,13 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     ``EqSatPass`` keeps one); it must have been made from the same catalog and rules."""
     options = replace(options or Options(), **overrides)
     _validate(options)
+    graph = fx_in.graph_of(graph_module)
     report = Report()
     stage = _Stages(report)
-    vocab = VocabIndex(options.vocabularies)
-    deadline = saturate.Deadline.after(options.budgets.seconds)
+    root = dump.dump_root(options.dump_dir)
+    dumper = dump.Dump(root, graph) if root else None
     try:
-        with stage("import"):
-            imported = fx_in.import_graph(graph_module, options.catalog, vocab, lambda: deadline.check("import"))
-        report.imported_terms = len(imported.terms) - len(imported.opaque)
-        report.opaque_nodes = len(imported.opaque)
-        if not imported.roots:
-            return report
-        deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
-        with stage("prepare"):
-            rules = default_rules(options.catalog, options.numerics)
-            if engine is None:
-                engine = load.Engine(options.catalog, rules)
-            elif engine.key != load.engine_key(options.catalog, rules):
-                raise ValueError("the engine was prepared for other rules or another catalog")
-        with engine.scope() as egraph:
-            with stage("load"):
-                engine.load(imported)
-            with stage("saturate"):
-                sat = saturate.saturate(egraph, options.budgets, deadline)
-            report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
-            deadline.check("saturate")
-            with stage("serialize"):
-                ser = serialize.serialize(egraph, engine.constructors, imported.roots)
-        eg: EGraph = ser.egraph
-        report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
-        deadline.check("serialize")
-        with stage("extract"):
-            cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
-            selection = EXTRACTORS[options.extractor](eg, cost)
-            check(eg, selection)
-            before = _before_selection(imported, ser)
-            report.predicted_before_us = dag_cost(eg, before, cost)
-            report.predicted_after_us = dag_cost(eg, selection, cost)
-        faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
-        if not faster and options.emit != "always":
-            report.predicted_after_us = report.predicted_before_us
-            return report
-        deadline.check("extract")
-        with stage("emit"):
-            result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab,
-                                 lambda: deadline.check("emit"))
-            owner = imported.graph.owning_module
-            if result.changed and isinstance(owner, fx.GraphModule):
-                owner.recompile()
-        report.changed = result.changed
-        report.kernels_chosen = Counter(result.kernels)
+        _pipeline(graph, options, engine, report, stage, dumper)
     except EqSatInputError:
         raise
     except Exception as exc:
@@ -144,4 +101,61 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
                 raise
             raise EqSatInternalError(stage.current, exc) from exc
         log.warning("eqsat: %s failed (%s: %s); graph left unchanged", stage.current, type(exc).__name__, exc)
+    if dumper is not None:
+        dump.safely("the result", dumper.finish, graph, report)
     return report
+
+
+def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, report: Report, stage: _Stages,
+              dumper: dump.Dump | None) -> None:
+    vocab = VocabIndex(options.vocabularies)
+    deadline = saturate.Deadline.after(options.budgets.seconds)
+    with stage("import"):
+        imported = fx_in.import_graph(graph, options.catalog, vocab, lambda: deadline.check("import"))
+    report.imported_terms = len(imported.terms) - len(imported.opaque)
+    report.opaque_nodes = len(imported.opaque)
+    if not imported.roots:
+        return
+    deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
+    with stage("prepare"):
+        rules = default_rules(options.catalog, options.numerics)
+        if engine is None:
+            engine = load.Engine(options.catalog, rules)
+        elif engine.key != load.engine_key(options.catalog, rules):
+            raise ValueError("the engine was prepared for other rules or another catalog")
+    with engine.scope() as egraph:
+        with stage("load"):
+            engine.load(imported)
+        with stage("saturate"):
+            sat = saturate.saturate(egraph, options.budgets, deadline)
+        report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
+        deadline.check("saturate")
+        with stage("serialize"):
+            ser = serialize.serialize(egraph, engine.constructors, imported.roots)
+        if dumper is not None:
+            dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
+    eg: EGraph = ser.egraph
+    report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
+    deadline.check("serialize")
+    with stage("extract"):
+        cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
+        selection = EXTRACTORS[options.extractor](eg, cost)
+        check(eg, selection)
+        before = _before_selection(imported, ser)
+        report.predicted_before_us = dag_cost(eg, before, cost)
+        report.predicted_after_us = dag_cost(eg, selection, cost)
+    if dumper is not None:
+        dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
+    faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
+    if not faster and options.emit != "always":
+        report.predicted_after_us = report.predicted_before_us
+        return
+    deadline.check("extract")
+    with stage("emit"):
+        result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab,
+                             lambda: deadline.check("emit"))
+        owner = imported.graph.owning_module
+        if result.changed and isinstance(owner, fx.GraphModule):
+            owner.recompile()
+    report.changed = result.changed
+    report.kernels_chosen = Counter(result.kernels)

@@ -78,7 +78,7 @@ class Imported:
     opaque: dict[int, str] = field(default_factory=dict)  # node index -> why it is opaque
 
 
-def _graph_of(obj: object) -> fx.Graph:
+def graph_of(obj: object) -> fx.Graph:
     if isinstance(obj, fx.GraphModule):
         return obj.graph
     if isinstance(obj, fx.Graph):
@@ -326,5 +326,5 @@ def import_graph(graph_or_module: object, catalog: Catalog, vocab: VocabIndex,
     """Turn an FX graph into terms, facts and roots (see the module docstring).
 
     ``check_budget`` is called every ``BUDGET_EVERY`` nodes and may raise to stop the import."""
-    graph = _graph_of(graph_or_module)
+    graph = graph_of(graph_or_module)
     return _Importer(graph, catalog, vocab, check_budget).run()

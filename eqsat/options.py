@@ -26,6 +26,8 @@ class Options:
     - ``strict``: raise on internal failure instead of logging a warning and leaving the graph as is.
     - ``emit``: ``"if_faster"`` (default) rewrites only when the extraction is predicted faster;
       ``"always"`` writes the extraction back even when it is not (tests use it for round trips).
+    - ``dump_dir``: write the graph before/after, the report and e-graph pictures per graph there
+      (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.dump``).
     """
 
     numerics: Numerics = "rounding"
@@ -35,6 +37,7 @@ class Options:
     budgets: Budgets = field(default_factory=Budgets)
     strict: bool = False
     emit: str = "if_faster"
+    dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
     catalog: Catalog = DEFAULT_CATALOG
     vocabularies: tuple[Vocabulary, ...] = DEFAULT_VOCABULARIES
 

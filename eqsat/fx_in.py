@@ -29,11 +29,14 @@ from eqsat.vocab.base import VocabIndex
 from extract.egraph import TensorFacts
 
 aten = torch.ops.aten
+AUTO_FUNCTIONALIZED = torch.ops.higher_order.auto_functionalized
 BUDGET_EVERY = 256
 VIEW_OPS = frozenset({
     aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.squeeze.dim,
     aten.squeeze.dims, aten.squeeze.default, aten.unsqueeze.default,
 })
+ALLOCATIONS = frozenset({aten.empty.memory_format, aten.empty_like.default, aten.empty_strided.default,
+                         aten.new_empty.default, aten.new_empty_strided.default})  # pure, may be erased when dead
 NEVER_TERMS = frozenset({"empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided",
                          "sym_size", "sym_stride", "sym_numel", "sym_storage_offset"})
 
@@ -62,6 +65,7 @@ class GenericOp:
 
 
 Term = tuple[str, tuple]
+ABSORBED = object()  # an auto_functionalized node whose one output its getitem carries as a term
 
 
 @dataclass
@@ -76,6 +80,8 @@ class Imported:
     shape_args: dict[str, object] = field(default_factory=dict)
     vocabularies: list[str] = field(default_factory=list)
     opaque: dict[int, str] = field(default_factory=dict)  # node index -> why it is opaque
+    absorbed: set[int] = field(default_factory=set)  # auto_functionalized nodes folded into their getitem
+    projection_index: dict[int, dict[int, int]] = field(default_factory=dict)  # node -> output j -> getitem k
 
 
 def graph_of(obj: object) -> fx.Graph:
@@ -153,7 +159,7 @@ def _opaque_reason(node: fx.Node, mutated: set[fx.Node]) -> str | None:
     if node in mutated or any(a in mutated for a in node.all_input_nodes):
         return "reads or produces a value that is mutated in place"
     target = node.target
-    if target is operator.getitem:
+    if target is operator.getitem or target is AUTO_FUNCTIONALIZED:
         return None
     if not isinstance(target, torch._ops.OpOverload):
         return f"unknown callable {getattr(target, '__name__', target)!r}"
@@ -206,6 +212,34 @@ def _bind(node: fx.Node, spelling, spec) -> tuple | None:
         if not isinstance(first, torch.Tensor):
             return None
         bound[p] = first.dtype
+    return _convert(bound, spec)
+
+
+def _bind_functionalized(node: fx.Node, op: torch._ops.OpOverload, spelling, spec) -> tuple | None:
+    """Constructor arguments for ``auto_functionalized(op, **kwargs)`` spelled by ``spelling``."""
+    given = dict(node.kwargs)
+    bound: dict[str, object] = {p: given.get(n) for p, n in zip(spelling.args, spelling.names, strict=True)}
+    fixed = dict(spelling.fixed)
+    for a in op._schema.arguments:
+        if a.name in spelling.names or a.name in spelling.mutated:
+            continue
+        if spelling.guard is not None and a.name not in fixed and not a.has_default_value():
+            continue  # a required argument neither bound nor pinned: the guard checks it
+        default = a.default_value if a.has_default_value() else None
+        if given.get(a.name, default) != fixed.get(a.name, default):
+            return None
+    buffer = given.get(spelling.mutated[0])
+    for p in spelling.from_output_dtype:
+        if not isinstance(buffer, fx.Node) or not isinstance(buffer.meta.get("val"), torch.Tensor):
+            return None
+        bound[p] = buffer.meta["val"].dtype
+    if spelling.guard is not None and not spelling.guard({**given, **bound}):
+        return None
+    return _convert(bound, spec)
+
+
+def _convert(bound: dict[str, object], spec) -> tuple | None:
+    """Bound parameter values as the constructor's arguments (FX nodes kept), or None if one does not fit."""
     out = []
     for name, sort in spec.params:
         v = bound.get(name)
@@ -237,6 +271,10 @@ class _Importer:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.out = Imported(graph, self.nodes, {}, {}, [], [])
         self.generic_keys: dict[str, int] = {}
+        # auto_functionalized nodes: FX getitem index -> constructor output (multi-output ops), or
+        # the term each getitem stands for when the op has a single output (the node is absorbed)
+        self.af_outputs: dict[int, dict[int, int]] = {}
+        self.af_single: dict[int, Term] = {}
 
     def run(self) -> Imported:
         mutated = mutated_values(self.graph)
@@ -250,7 +288,9 @@ class _Importer:
                 _val(node)
             reason = _opaque_reason(node, mutated)
             term = None if reason else self._term(node)
-            if term is None:
+            if term is ABSORBED:
+                self.out.absorbed.add(i)
+            elif term is None:
                 self.out.opaque[i] = reason or "no term for this op"
                 self.out.terms[i] = ("Leaf", (i,))
                 self._use(node)
@@ -274,7 +314,14 @@ class _Importer:
         val = _val(node)
         if target is operator.getitem:
             src, i = node.args
-            return ("Get", (Arg(self.index[src]), i)) if isinstance(src, fx.Node) and isinstance(i, int) else None
+            if not isinstance(src, fx.Node) or not isinstance(i, int):
+                return None
+            j = self.index[src]
+            if j in self.af_single:
+                return self.af_single[j]
+            return ("Get", (Arg(j), self.af_outputs.get(j, {}).get(i, i)))
+        if target is AUTO_FUNCTIONALIZED:
+            return self._functionalized(node)
         for vocab, spelling in self.vocab.candidates(target):  # none fits: a view or generic op
             bound = _bind(node, spelling, self.catalog[spelling.constructor]) \
                 if spelling.constructor in self.catalog else None
@@ -293,6 +340,34 @@ class _Importer:
                 self.out.shape_args.setdefault(key, node.args[1])
             return ("Reshape", (Arg(self.index[x]), key))
         return self._generic(node, val)
+
+    def _functionalized(self, node: fx.Node) -> Term | object | None:
+        """``auto_functionalized(op, ...)`` of a mutating op some vocabulary spells (vLLM's ``_C`` ops
+        writing into ``empty`` buffers): getitem k (k >= 1) is the new value of the k-th mutated argument."""
+        op = node.args[0] if node.args else None
+        if not isinstance(op, torch._ops.OpOverload):
+            return None
+        mutable = [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        for vocab, spelling in self.vocab.candidates(op):
+            if not spelling.functionalized or spelling.constructor not in self.catalog:
+                continue
+            bound = _bind_functionalized(node, op, spelling, self.catalog[spelling.constructor])
+            outputs = {1 + mutable.index(m): j for j, m in enumerate(spelling.mutated) if m in mutable}
+            if bound is None or len(outputs) != len(spelling.mutated):
+                continue
+            if not all(u.target is operator.getitem and u.args[1] in outputs for u in node.users):
+                return None
+            if vocab.name not in self.out.vocabularies:
+                self.out.vocabularies.append(vocab.name)
+            term = (spelling.constructor, tuple(Arg(self.index[v]) if isinstance(v, fx.Node) else v for v in bound))
+            i = self.index[node]
+            if len(outputs) == 1:
+                self.af_single[i] = term
+                return ABSORBED
+            self.af_outputs[i] = outputs
+            self.out.projection_index[i] = {j: k for k, j in outputs.items()}
+            return term
+        return None
 
     def _generic(self, node: fx.Node, val: object) -> Term | None:
         target = node.target

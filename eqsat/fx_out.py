@@ -23,7 +23,7 @@ from torch._guards import detect_fake_mode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
-from eqsat.fx_in import Arg, Imported, Slot
+from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.ir import dtype_from_name
 from eqsat.kernels.catalog import Catalog
 from eqsat.vocab.base import VocabIndex
@@ -119,7 +119,10 @@ class _Emitter:
         if enode.op == "Get":
             if isinstance(args[0], tuple):  # an inlined multi-output chain
                 return args[0][args[1]]
-            return self._call(operator.getitem, (args[0], args[1]), {}, anchor, enode.eclass)
+            index = args[1]
+            if isinstance(args[0], fx.Node) and self.pos.get(args[0]) in self.im.projection_index:
+                index = self.im.projection_index[self.pos[args[0]]][index]  # auto_functionalized numbering
+            return self._call(operator.getitem, (args[0], index), {}, anchor, enode.eclass)
         if enode.op == "Reshape":
             return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor,
                               enode.eclass)
@@ -223,7 +226,8 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
         node = imported.nodes[i]
         # a pure node dies when we took its last use; an unused getitem goes too, since it would keep
         # a replaced multi-output op alive
-        if i not in imported.opaque and not node.users and (node in had_users or node.target is operator.getitem):
+        pure = i not in imported.opaque or node.target in ALLOCATIONS
+        if pure and not node.users and (node in had_users or node.target is operator.getitem):
             graph.erase_node(node)
             em.result.erased += 1
     for node in reversed(em.result.created):

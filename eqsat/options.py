@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from eqsat.fingerprint import stable
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
 from eqsat.kernels.spec import Numerics
 from eqsat.saturate import Budgets
@@ -42,7 +43,6 @@ class Options:
     vocabularies: tuple[Vocabulary, ...] = DEFAULT_VOCABULARIES
 
     def fingerprint(self) -> str:
-        sizes = sorted(self.sizes.items()) if isinstance(self.sizes, Mapping) else self.sizes
-        profile = self.profile.to_json() if isinstance(self.profile, Profile) else self.profile
-        return repr((self.numerics, profile, sizes, self.extractor, self.budgets, self.strict, self.emit,
-                     [v.spellings for v in self.vocabularies]))
+        """Everything but the catalog (fingerprinted on its own), the same in every process."""
+        return stable((self.numerics, self.profile, self.sizes, self.extractor, self.budgets, self.strict,
+                       self.emit, self.vocabularies))

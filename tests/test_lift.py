@@ -14,6 +14,7 @@ import torch
 
 import eqsat
 from eqsat.fx_in import import_graph
+from eqsat.reference import fp8_step_error
 from eqsat.vocab.spellings import default_index
 from tests.conftest import FP8, rand, trace
 from tests.test_rules import check
@@ -22,6 +23,7 @@ vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
 TESTED_RULES = {"lift-rms-norm", "lift-add-rms-norm", "lift-add-rms-norm-residual", "mul-comm", "clamp-split",
                 "lift-quant-group-e4m3fnuz"}
 FMAX = 224.0  # vLLM's native fp8 max on e4m3fnuz
+QUANT_TOL_STEPS = 1.3  # lift-quant-group's stated tolerance (rewrites/lift.py)
 
 
 def rms_native(x32, w, eps):
@@ -61,6 +63,17 @@ def test_native_chains_equal_vllm_ir_bitwise(eps):
     x, r, w = rand(33, 1024, seed=5), rand(33, 1024, seed=6), rand(1024, seed=7)
     assert torch.equal(rms_native(x.float(), w, eps), vir.rms_norm(x, w, eps))
     assert all(map(torch.equal, add_rms_native(x, r, w, eps), vir.fused_add_rms_norm(x, r, w, eps)))
+
+
+@pytest.mark.parametrize("magnitude", [0.0, 1e-6, 1e-4, 1e-3, 1.0, 300.0])
+def test_native_quant_is_aiter_quant_within_tolerance(magnitude):
+    """The rounding of ``lift-quant-group``: q·s within 1.3 fp8 steps, tiny (floored) and zero groups too."""
+    for seed in range(8):
+        x = (torch.randn(64, 1024, generator=torch.Generator().manual_seed(seed)) * magnitude).to(torch.bfloat16)
+        x[1, :128] = 0
+        for group in (64, 128):
+            qs = (*vllm.rocm_aiter_group_fp8_quant(x, group), *quant_native(x, group))
+            assert fp8_step_error(*qs, group) <= QUANT_TOL_STEPS
 
 
 # -- one before ≡ after test per rule ---------------------------------------------------------------

@@ -55,6 +55,7 @@ ROWS: tuple[KernelSpec, ...] = (
 
 SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     "vllm": (
+        Spelling("SiluMul", "_C::silu_and_mul", ("x",), names=("input",), mutated=("result",)),
         Spelling("K_silu_mul_fp8_group_quant", "vllm::rocm_aiter_act_mul_and_fp8_group_quant", ("x", "G"),
                  from_output_dtype=("dt",)),
     ),

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from eqsat.fingerprint import stable
 from eqsat.kernels import act_quant, aten_ops, inductor, norm_quant
 from eqsat.kernels.spec import KernelSpec
 
@@ -51,13 +52,8 @@ class Catalog:
         return tuple(s for s in self.specs if s.is_fused)
 
     def fingerprint(self) -> str:
-        """A stable description of every row (for cache keys); formulas by their code."""
-        rows = []
-        for s in self.specs:
-            code = getattr(s.traffic, "__code__", None)
-            rows.append(repr((s.name, s.params, s.outputs, s.constraints, s.dtypes, s.numerics,
-                              sorted(s.platforms), code.co_code.hex() if code else repr(s.traffic))))
-        return "\n".join(rows)
+        """A description of every row, the same in every process (for cache keys)."""
+        return "\n".join(stable(s) for s in self.specs)
 
 
 DEFAULT_CATALOG = Catalog(BUILTIN)

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+import torch
+
 from eqsat.kernels.spec import (
     KernelSpec,
     Operand,
@@ -106,8 +108,21 @@ ROWS: tuple[KernelSpec, ...] = (
     ),
 )
 
+def _finfo_bounds(a: Mapping[str, object]) -> bool:
+    """``_C.per_token_group_fp8_quant`` is QuantGroup when its bounds are the dtype's own (AITER's)."""
+    dt = a.get("dt")
+    fmax = torch.finfo(dt).max if isinstance(dt, torch.dtype) else None
+    return fmax is not None and a.get("fp8_max") == fmax and a.get("fp8_min") == -fmax
+
+
 SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     "vllm": (
+        Spelling("RmsNorm", "_C::rms_norm", ("x", "w", "eps"), names=("input", "weight", "epsilon"),
+                 mutated=("result",)),
+        Spelling("QuantGroup", "_C::per_token_group_fp8_quant", ("x", "G"), names=("input", "group_size"),
+                 mutated=("output_q", "output_s"), from_output_dtype=("dt",), guard=_finfo_bounds,
+                 fixed=(("eps", 1e-10), ("scale_ue8m0", False), ("dummy_is_scale_transposed", False),
+                        ("dummy_is_tma_aligned", False))),
         Spelling("RmsNorm", "vllm_ir::rms_norm", ("x", "w", "eps")),
         Spelling("AddRmsNorm", "vllm_ir::fused_add_rms_norm", ("x", "r", "w", "eps")),
         Spelling("QuantGroup", "vllm::rocm_aiter_group_fp8_quant", ("x", "G"), from_output_dtype=("dt",)),

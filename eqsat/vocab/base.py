@@ -13,7 +13,7 @@ Import and emission both read the same spelling, so they cannot disagree.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import torch
@@ -26,6 +26,17 @@ class Spelling:
     args: tuple[str, ...]
     from_output_dtype: tuple[str, ...] = ()  # parameters equal to the dtype of output 0
     fixed: tuple[tuple[str, object], ...] = ()  # (schema argument, the value it must hold)
+    # Mutating ops (vLLM's ``_C`` ops) appear as ``auto_functionalized(op, **kwargs)``: ``names`` are
+    # the schema arguments bound to ``args`` (by name), ``mutated`` the output buffers in the order of
+    # the constructor's outputs. Such spellings are read, never written (the emitter uses functional
+    # spellings). ``guard`` is a last check over the schema arguments given (by name).
+    names: tuple[str, ...] = ()
+    mutated: tuple[str, ...] = ()
+    guard: Callable[[Mapping[str, object]], bool] | None = None
+
+    @property
+    def functionalized(self) -> bool:
+        return bool(self.mutated)
 
     def overload(self) -> torch._ops.OpOverload | None:
         """The OpOverload if the op is registered in this process, else None."""
@@ -53,7 +64,8 @@ class Vocabulary:
     def __post_init__(self) -> None:
         first: dict[str, Spelling] = {}
         for s in self.spellings:
-            first.setdefault(s.constructor, s)
+            if not s.functionalized:
+                first.setdefault(s.constructor, s)
         object.__setattr__(self, "by_constructor", first)
 
     def __iter__(self) -> Iterator[Spelling]:

@@ -187,6 +187,37 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
     ]
 
 
+def _c_ops() -> list[tuple[str, str, Any, Any]]:
+    """vLLM's mutating ``_C`` ops this project reads (under ``auto_functionalized``), CUDA schemas."""
+
+    def rms_norm(result: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> None:
+        result.copy_(ref.rms_norm(input, weight, epsilon))
+
+    def silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
+        result.copy_(ref.silu_and_mul(input))
+
+    def group_quant(input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor, group_size: int,
+                    eps: float, fp8_min: float, fp8_max: float, scale_ue8m0: bool,
+                    dummy_is_scale_transposed: bool, dummy_is_tma_aligned: bool) -> None:
+        if scale_ue8m0:
+            raise NotImplementedError("scale_ue8m0 stand-in")
+        g = input.float().unflatten(-1, (-1, group_size))
+        scale = g.abs().amax(-1, keepdim=True).clamp_min(eps) / fp8_max
+        output_q.copy_((g / scale).clamp(fp8_min, fp8_max).flatten(-2).to(output_q.dtype))
+        output_s.copy_(scale.squeeze(-1))
+
+    def nothing(*args: Any) -> None:
+        return None
+
+    return [
+        ("_C", "rms_norm(Tensor! result, Tensor input, Tensor? weight, float epsilon) -> ()", rms_norm, nothing),
+        ("_C", "silu_and_mul(Tensor! result, Tensor input) -> ()", silu_and_mul, nothing),
+        ("_C", "per_token_group_fp8_quant(Tensor input, Tensor! output_q, Tensor! output_s, int group_size, "
+               "float eps, float fp8_min, float fp8_max, bool scale_ue8m0, bool dummy_is_scale_transposed, "
+               "bool dummy_is_tma_aligned) -> ()", group_quant, nothing),
+    ]
+
+
 def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> None:
     """Define whichever of the vLLM ops are missing; a no-op once they all exist.
 
@@ -194,6 +225,6 @@ def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> No
     them uses it (query the result with `standin_fp8_dtype`).
     """
     fp8 = _STATE.get("fp8_dtype", fp8_dtype)
-    for namespace, schema, kernel, fake in _build(fp8):
+    for namespace, schema, kernel, fake in [*_build(fp8), *_c_ops()]:
         if define_op(_LIBS, namespace, schema, kernel, fake) and namespace == "vllm":
             _STATE["fp8_dtype"] = fp8

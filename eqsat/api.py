@@ -30,7 +30,6 @@ from extract import EXTRACTORS
 from extract.base import check, dag_cost
 from extract.cost import RooflineCost, load_profile
 from extract.egraph import EGraph, Ref, Selection
-from rewrites.schedule import default_rules
 
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 5e-4  # conservative: ~0.25 ms measured on a 2-core CPU (egglog-notes.md)
@@ -118,7 +117,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         return
     deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
     with stage("prepare"):
-        rules = default_rules(options.catalog, options.numerics)
+        rules = options.active_rules()
         if engine is None:
             engine = load.Engine(options.catalog, rules)
         elif engine.key != load.engine_key(options.catalog, rules):

@@ -12,6 +12,8 @@ from eqsat.saturate import Budgets
 from eqsat.vocab.base import Vocabulary
 from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
 from extract.cost import Profile
+from rewrites.rule import Rule
+from rewrites.schedule import default_rules, select
 
 
 @dataclass(frozen=True)
@@ -39,10 +41,15 @@ class Options:
     strict: bool = False
     emit: str = "if_faster"
     dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
+    rules: tuple[Rule, ...] | None = None  # default: every family's rules for the catalog
+
+    def active_rules(self) -> tuple[Rule, ...]:
+        """The rules that run: ``rules`` (or the default set), filtered by the numerics contract."""
+        return select(self.rules, self.numerics) if self.rules is not None else default_rules(self.catalog, self.numerics)
     catalog: Catalog = DEFAULT_CATALOG
     vocabularies: tuple[Vocabulary, ...] = DEFAULT_VOCABULARIES
 
     def fingerprint(self) -> str:
         """Everything but the catalog (fingerprinted on its own), the same in every process."""
         return stable((self.numerics, self.profile, self.sizes, self.extractor, self.budgets, self.strict,
-                       self.emit, self.vocabularies))
+                       self.emit, self.vocabularies, self.active_rules()))

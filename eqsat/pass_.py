@@ -24,7 +24,6 @@ from eqsat.load import Engine
 from eqsat.options import Options
 from eqsat.report import Report
 from extract.cost import load_profile
-from rewrites.schedule import default_rules
 
 log = logging.getLogger("eqsat")
 
@@ -64,7 +63,7 @@ class EqSatPass(CustomGraphPass):
     def __call__(self, graph: fx.Graph) -> None:
         try:
             if self._engine is None:
-                self._engine = Engine(self.options.catalog, default_rules(self.options.catalog, self.options.numerics))
+                self._engine = Engine(self.options.catalog, self.options.active_rules())
             self.last_report = optimize(graph, self._options_for_graph(), engine=self._engine)
             if self.last_report.error:
                 self._engine = None  # never reuse an engine a failure may have left in a bad state
@@ -89,7 +88,7 @@ class EqSatPass(CustomGraphPass):
     def uuid(self) -> str:
         o = self.options
         parts = [
-            "\n".join(r.egglog("main") + r.numerics for r in default_rules(o.catalog, o.numerics)),
+            "\n".join(r.egglog("main") + r.numerics for r in o.active_rules()),
             o.catalog.fingerprint(), repr(load_profile(o.profile)), o.fingerprint(), _source_digest(),
             metadata.version("egglog"), torch.__version__,
         ]

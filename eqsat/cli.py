@@ -1,10 +1,20 @@
-"""The ``eqsat`` command line: ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png]``."""
+"""The ``eqsat`` command line.
+
+- ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png]``: fit a device profile;
+- ``eqsat check-equiv FILE.py:reference FILE.py:candidate [--inputs FILE.py:example_inputs]``: are
+  two functions (traced with a symbolic token dim) the same computation? Exit status 0 when every
+  output is proven equal, 1 when one is different, 2 when one is only "not proven".
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import importlib.util
+import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from extract import calibrate
 from extract.cost import load_profile
@@ -30,6 +40,39 @@ def _calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def load_callable(spec: str) -> Callable[..., object]:
+    """``"path/to/file.py:name"`` -> the object ``name`` defined in that file."""
+    path, _, name = spec.rpartition(":")
+    if not path or not name:
+        raise SystemExit(f"expected FILE.py:NAME, got {spec!r}")
+    module_spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    if module_spec is None or module_spec.loader is None:
+        raise SystemExit(f"cannot load {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    if not hasattr(module, name):
+        raise SystemExit(f"{path} defines no {name!r}")
+    return getattr(module, name)
+
+
+def _check_equiv(args: argparse.Namespace) -> int:
+    from eqsat.capture import trace_tokens
+    from eqsat.equiv import check_equiv
+
+    reference, candidate = load_callable(args.reference), load_callable(args.candidate)
+    inputs_spec = args.inputs or f"{args.reference.rpartition(':')[0]}:example_inputs"
+    inputs = load_callable(inputs_spec)()
+    verdicts = check_equiv(trace_tokens(reference, *inputs), trace_tokens(candidate, *inputs),
+                           numerics=args.numerics)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(v) for v in verdicts], indent=2))
+    else:
+        for v in verdicts:
+            print(f"output {v.output}: {v.status:10s} {v.detail}")
+    statuses = {v.status for v in verdicts}
+    return 1 if "different" in statuses else 2 if "not proven" in statuses else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="eqsat", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -39,6 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     cal.add_argument("--out", help="write the fitted profile here (JSON)")
     cal.add_argument("--plot", help="write a predicted-vs-measured plot here (PNG)")
     cal.set_defaults(func=_calibrate)
+    eq = sub.add_parser("check-equiv", help="prove two functions compute the same thing, per output")
+    eq.add_argument("reference", help="FILE.py:function")
+    eq.add_argument("candidate", help="FILE.py:function")
+    eq.add_argument("--inputs", help="FILE.py:function returning example inputs (default: the reference "
+                                     "file's example_inputs)")
+    eq.add_argument("--numerics", choices=("exact", "rounding"), default="rounding")
+    eq.add_argument("--json", action="store_true", help="print the verdicts as JSON")
+    eq.set_defaults(func=_check_equiv)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

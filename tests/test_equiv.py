@@ -1,0 +1,79 @@
+"""check_equiv: true positives, true negatives with counterexamples, and honest "not proven"."""
+
+from __future__ import annotations
+
+import torch
+
+from eqsat.equiv import check_equiv
+from tests.conftest import rand, trace
+
+vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
+X, W = rand(8, 512), rand(512)
+
+
+def reference(x, w):
+    return vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128)
+
+
+def native_norm(x, w):
+    return _native(x, w, 1e-6, gemma=False)
+
+
+def _native(x, w, eps, gemma):
+    x32 = x.float()
+    y = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(w.dtype)
+    return y * (1 + w) if gemma else y * w
+
+
+def statuses(a, b, numerics="rounding", inputs=(X, W)):
+    return [v.status for v in check_equiv(trace(a, *inputs), trace(b, *inputs), numerics=numerics)]
+
+
+def test_hand_fused_aiter_op_equals_reference_under_rounding():
+    fused = lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-6, 128)  # noqa: E731
+    assert statuses(reference, fused) == ["equal", "equal"]
+
+
+def test_hand_fused_is_not_bit_exact():
+    fused = lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-6, 128)  # noqa: E731
+    assert "different" in statuses(reference, fused, numerics="exact")
+
+
+def test_native_chain_equals_the_ir_op_exactly():
+    assert statuses(lambda x, w: vir.rms_norm(x, w, 1e-6), native_norm, numerics="exact") == ["equal"]
+
+
+def test_gemma_norm_is_different():
+    assert statuses(native_norm, lambda x, w: _native(x, w, 1e-6, gemma=True)) == ["different"]
+
+
+def test_wrong_eps_is_different():
+    assert statuses(lambda x, w: vir.rms_norm(x, w, 1e-6), lambda x, w: vir.rms_norm(x, w, 0.5)) == ["different"]
+
+
+def test_equal_but_unprovable_is_not_proven():
+    """x * 2 and x + x agree on every input, but no rule states it: never reported as different."""
+    assert statuses(lambda x, w: x * 2, lambda x, w: x + x, numerics="exact") == ["not proven"]
+
+
+def test_cli_check_equiv(tmp_path, capsys):
+    from eqsat import cli
+
+    src = tmp_path / "models.py"
+    src.write_text(
+        "import torch\n"
+        "import eqsat\n"
+        "from eqsat.vocab.vllm_standins import register_vllm_standins\n"
+        "register_vllm_standins()\n"
+        "def reference(x, w):\n"
+        "    return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128)\n"
+        "def fused(x, w):\n"
+        "    return torch.ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-6, 128)\n"
+        "def wrong(x, w):\n"
+        "    return torch.ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w * 2, 1e-6, 128)\n"
+        "def example_inputs():\n"
+        "    return torch.randn(8, 512).bfloat16(), torch.randn(512).bfloat16()\n")
+    assert cli.main(["check-equiv", f"{src}:reference", f"{src}:fused"]) == 0
+    assert "equal" in capsys.readouterr().out
+    assert cli.main(["check-equiv", f"{src}:reference", f"{src}:wrong", "--json"]) == 1
+    assert '"different"' in capsys.readouterr().out

@@ -1,6 +1,9 @@
 """The ``eqsat`` command line.
 
 - ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png]``: fit a device profile;
+- ``eqsat explain FILE.py:fn [--inputs FILE.py:example_inputs] [--kernels FILE.py:KERNELS] [--discover]``:
+  every place a catalog kernel (or a hypothetical one from ``--kernels``) could apply, whether it was
+  chosen and why; with ``--discover``, the fusible chains no kernel covers, ranked by saving;
 - ``eqsat check-equiv FILE.py:reference FILE.py:candidate [--inputs FILE.py:example_inputs]``: are
   two functions (traced with a symbolic token dim) the same computation? Exit status 0 when every
   output is proven equal, 1 when one is different, 2 when one is only "not proven".
@@ -55,6 +58,34 @@ def load_callable(spec: str) -> Callable[..., object]:
     return getattr(module, name)
 
 
+def _traced(spec: str, inputs_spec: str | None) -> object:
+    from eqsat.capture import trace_tokens
+
+    inputs = load_callable(inputs_spec or f"{spec.rpartition(':')[0]}:example_inputs")()
+    return trace_tokens(load_callable(spec), *inputs)
+
+
+def _explain(args: argparse.Namespace) -> int:
+    from eqsat import explain
+    from eqsat.options import Options
+
+    options = Options(profile=args.profile, sizes=args.sizes)
+    if args.kernels:
+        options = dataclasses.replace(options, catalog=options.catalog.extend(load_callable(args.kernels)))
+    gm = _traced(args.function, args.inputs)
+    sites = explain.explain(gm, options)
+    chains = explain.discover(gm, options) if args.discover else []
+    if args.json:
+        print(json.dumps({"sites": json.loads(explain.as_json(sites)), "chains": json.loads(explain.as_json(chains))},
+                         indent=2))
+        return 0
+    print(explain.table(sites) if sites else "no place where a catalog kernel could apply")
+    for ch in chains:
+        print(f"chain {' -> '.join(ch.ops)}: {ch.cost_us:.2f} us now, {ch.fused_us:.2f} us fused "
+              f"(saves {ch.saving_us:.2f} us) at {', '.join(ch.source or ch.nodes)}")
+    return 0
+
+
 def _check_equiv(args: argparse.Namespace) -> int:
     from eqsat.capture import trace_tokens
     from eqsat.equiv import check_equiv
@@ -82,6 +113,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     cal.add_argument("--out", help="write the fitted profile here (JSON)")
     cal.add_argument("--plot", help="write a predicted-vs-measured plot here (PNG)")
     cal.set_defaults(func=_calibrate)
+    ex = sub.add_parser("explain", help="where each kernel could apply, chosen or not and why")
+    ex.add_argument("function", help="FILE.py:function")
+    ex.add_argument("--inputs", help="FILE.py:function returning example inputs (default: example_inputs)")
+    ex.add_argument("--kernels", help="FILE.py:NAME, a list of hypothetical KernelSpec rows to add")
+    ex.add_argument("--discover", action="store_true", help="also list fusible chains no kernel covers")
+    ex.add_argument("--profile", default="mi300x")
+    ex.add_argument("--sizes", type=int, default=256, help="the size bound to the token dim")
+    ex.add_argument("--json", action="store_true")
+    ex.set_defaults(func=_explain)
     eq = sub.add_parser("check-equiv", help="prove two functions compute the same thing, per output")
     eq.add_argument("reference", help="FILE.py:function")
     eq.add_argument("candidate", help="FILE.py:function")

@@ -8,7 +8,7 @@ assigned here; nothing of egglog survives in the result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from egglog import bindings as eb
 
@@ -19,6 +19,7 @@ from extract.egraph import EGraph, ENode, Ref, TensorFacts
 class Serialized:
     egraph: EGraph
     class_of_node: dict[int, int]  # FX node index -> e-class
+    ids: dict[object, int] = field(default_factory=dict)  # egglog e-class value -> e-class id
 
 
 def _parse_dim(d: str) -> int | str:
@@ -72,4 +73,17 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], root_
         shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
         facts[c] = TensorFacts(egraph.value_to_string(dv), shape, c in contiguous)
     roots = list(dict.fromkeys(class_of_node[i] for i in root_nodes))
-    return Serialized(EGraph.from_nodes(nodes, roots, facts), class_of_node)
+    return Serialized(EGraph.from_nodes(nodes, roots, facts), class_of_node, ids)
+
+
+def rows_of(egraph: eb.EGraph, name: str, ids: dict[object, int]) -> dict[tuple, object]:
+    """The rows of a (String, T) -> i64 diagnostic function: (string, e-class id) -> value."""
+    fn = egraph.freeze().functions.get(name)
+    if fn is None:
+        return {}
+    out: dict[tuple, object] = {}
+    for row in fn.rows:
+        text, cls = row.inputs
+        if cls in ids:
+            out[(egraph.value_to_string(text), ids[cls])] = egraph.value_to_i64(row.output)
+    return out

@@ -130,6 +130,11 @@ class RooflineCost:
         self.points = size_points(sizes)
         self._memo: dict[ENode, float] = {}
 
+    def operand_at(self, eclass: int) -> Operand | None:
+        """The tensor of ``eclass`` at the first size point (None without facts)."""
+        f = self.egraph.facts.get(eclass)
+        return None if f is None else operand(f, self.points[0])
+
     def traffic(self, node: ENode, sizes: int | Mapping[str, int]) -> tuple[Traffic, str] | None:
         """Bytes and launches of one e-node at one size binding, and its calibration key."""
         if node.op in ZERO_COST_OPS:

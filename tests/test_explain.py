@@ -1,0 +1,79 @@
+"""explain / what-if / discover: sites with verdicts and reasons, hypothetical kernels, uncovered chains."""
+
+from __future__ import annotations
+
+import torch
+
+from eqsat import cli
+from eqsat.explain import as_json, discover, explain
+from eqsat.kernels.spec import KernelSpec, Operand, Traffic, params
+from eqsat.options import Options
+from tests.conftest import rand, trace
+
+vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
+
+
+def two_norms(x, r, w, w16):
+    n, res = vir.fused_add_rms_norm(x, r, w, 1e-6)
+    q, s = vllm.rocm_aiter_group_fp8_quant(n, 128)
+    q2, s2 = vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w16, 1e-6), 128)
+    return q, s, res, q2, s2
+
+
+def graph():
+    return trace(two_norms, rand(8, 512), rand(8, 512, seed=1), rand(512), rand(512, dtype=torch.float16))
+
+
+def by_kernel(sites):
+    return {s.kernel: s for s in sites}
+
+
+def test_explain_names_the_failed_constraint_and_the_chosen_kernel():
+    sites = by_kernel(explain(graph()))
+    assert sites["K_rmsnorm_add_fp8_group_quant"].status == "chosen"
+    assert sites["K_rmsnorm_fp8_group_quant"].status == "constraint failed"
+    assert sites["K_rmsnorm_fp8_group_quant"].failed_constraint == "(= (dtype x) (dtype w))"
+    loser = sites["I_add_rms_group_quant"]
+    assert loser.status == "not chosen" and loser.kernel_us > loser.chosen_us
+    assert '"status": "chosen"' in as_json(list(sites.values()))
+
+
+def _what_if_traffic(a):
+    x = a["x"]
+    assert isinstance(x, Operand)
+    return Traffic(x.bytes / 4, x.bytes / 4)  # a hypothetical kernel that moves a quarter of the bytes
+
+
+WHAT_IF = KernelSpec("K_what_if_rms_bf16_out", params("x:T w:T eps:f64"), _what_if_traffic,
+                     outputs=("(RmsNorm x w eps)",), numerics="exact")
+
+
+def test_hypothetical_kernel_shows_where_it_applies_and_what_it_saves():
+    options = Options(catalog=Options().catalog.extend([WHAT_IF]))
+    gm = trace(lambda x, w: vir.rms_norm(x, w, 1e-6) * 2, rand(8, 512), rand(512))
+    site = by_kernel(explain(gm, options))["K_what_if_rms_bf16_out"]
+    assert site.status == "chosen" and site.kernel_us < 10
+
+
+def test_discover_ranks_uncovered_chains():
+    def f(x, w):
+        y = (x.float() * 2 + 1).exp().to(torch.bfloat16)
+        return vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128), y
+
+    chains = discover(trace(f, rand(8, 512), rand(512)))
+    assert chains and chains[0].saving_us > 0 and len(chains[0].ops) >= 4
+    assert all(a.saving_us >= b.saving_us for a, b in zip(chains, chains[1:], strict=False))
+
+
+def test_cli_explain(tmp_path, capsys):
+    src = tmp_path / "m.py"
+    src.write_text(
+        "import torch\nimport eqsat\nfrom eqsat.vocab.vllm_standins import register_vllm_standins\n"
+        "register_vllm_standins()\n"
+        "def layer(x, w):\n"
+        "    y = (x.float() * 2 + 1).exp().to(torch.bfloat16)\n"
+        "    return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128), y\n"
+        "def example_inputs():\n    return torch.randn(8, 512).bfloat16(), torch.randn(512).bfloat16()\n")
+    assert cli.main(["explain", f"{src}:layer", "--discover"]) == 0
+    out = capsys.readouterr().out
+    assert "K_rmsnorm_fp8_group_quant" in out and "chosen" in out and "chain" in out

@@ -76,6 +76,11 @@ class EqSatPass(CustomGraphPass):
         log.info("%s", self.last_report.summary())
         log.debug("eqsat report:\n%s", self.last_report.table())
 
+    def __getstate__(self) -> dict:
+        """Copies and pickles (vLLM deep-copies its compile config per backend) leave the egglog engine
+        behind; it is rebuilt on first use."""
+        return {**self.__dict__, "_engine": None}
+
     def is_applicable_for_range(self, compile_range: object) -> bool:
         """vLLM asks this before running the pass on the graph of one compile range: the pass then
         costs that graph at sizes sampled from the range (so the choice can differ per range)."""

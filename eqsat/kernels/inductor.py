@@ -11,6 +11,7 @@ Inductor's fp32 evaluation order may differ from the reference, hence ``rounding
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import torch
 
@@ -43,13 +44,17 @@ def _silu_group_quant(x: torch.Tensor, g: int, dt: torch.dtype):
     return ref.group_fp8_quant(ref.silu_and_mul(x), g, dt)
 
 
-def _launches(traffic: TrafficFn, n: int) -> TrafficFn:
+@dataclass(frozen=True)
+class _Launches:
     """The fused kernel's boundary traffic in ``n`` launches (Inductor splits a row reduction and the
-    pointwise epilogue into two kernels; measured with the profiler on an H200)."""
-    def inner(a: Mapping[str, object]) -> Traffic:
-        t = traffic(a)
-        return Traffic(t.read, t.written, n)
-    return inner
+    pointwise epilogue into two kernels; counted with the profiler on an H200). A picklable value."""
+
+    traffic: TrafficFn
+    n: int
+
+    def __call__(self, a: Mapping[str, object]) -> Traffic:
+        t = self.traffic(a)
+        return Traffic(t.read, t.written, self.n)
 
 
 def _like(name: str) -> KernelSpec:
@@ -62,11 +67,11 @@ _SILU = _like("K_silu_mul_fp8_group_quant")
 _ANY = frozenset({"any"})
 
 ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("I_rms_group_quant", params("x:T w:T eps:f64 G:i64 dt:dtype"), _launches(_RMS.traffic, 2), outputs=_RMS.outputs,
+    KernelSpec("I_rms_group_quant", params("x:T w:T eps:f64 G:i64 dt:dtype"), _Launches(_RMS.traffic, 2), outputs=_RMS.outputs,
                constraints=(*rank("x", 2), *same_dtype("x", "w"), *last_dim_divisible("x", "G")),
                numerics="rounding", platforms=_ANY, calibration_key="inductor:rms_group_quant",
                expand=_rms_group_quant, doc="native rms_norm + group quant, one Inductor kernel"),
-    KernelSpec("I_add_rms_group_quant", params("x:T r:T w:T eps:f64 G:i64 dt:dtype"), _launches(_ADD.traffic, 2),
+    KernelSpec("I_add_rms_group_quant", params("x:T r:T w:T eps:f64 G:i64 dt:dtype"), _Launches(_ADD.traffic, 2),
                outputs=_ADD.outputs,
                constraints=(*rank("x", 2), *same_dtype("x", "w"), *same_shape("x", "r"),
                             *last_dim_divisible("x", "G")),

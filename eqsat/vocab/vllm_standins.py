@@ -30,6 +30,7 @@ Invariants:
 
 from __future__ import annotations
 
+import importlib.util
 from typing import Any
 
 import torch
@@ -224,6 +225,8 @@ def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> No
     `fp8_dtype` is the platform fp8 dtype of the quant stand-ins; only the first call that defines
     them uses it (query the result with `standin_fp8_dtype`).
     """
+    if importlib.util.find_spec("vllm") is not None:
+        import vllm.ir  # noqa: F401  (the real vllm_ir ops first: a stand-in must never shadow them)
     fp8 = _STATE.get("fp8_dtype", fp8_dtype)
     for namespace, schema, kernel, fake in [*_build(fp8), *_c_ops()]:
         if define_op(_LIBS, namespace, schema, kernel, fake) and namespace == "vllm":

@@ -61,6 +61,7 @@ class _Emitter:
         self.class_val = {class_of_node[i]: v for i, v in enumerate(fake_vals)
                           if isinstance(v, torch.Tensor) and i in class_of_node}
         self.reuse_classes: set[int] = set()
+        self.traces: dict[tuple, fx.GraphModule] = {}  # see _inline
         self.projections: dict[int, dict[int, int]] = {}
         for n in egraph.nodes:
             if n.op == "Get":
@@ -150,19 +151,27 @@ class _Emitter:
         raise RuntimeError(f"cannot emit e-node {enode.op}")
 
     def _inline(self, fn: Callable[..., object], args: list[object], anchor: fx.Node) -> object:
-        """Trace ``fn`` on the fake values of its tensor arguments and copy its ATen code before ``anchor``."""
+        """Trace ``fn`` on the fake values of its tensor arguments and copy its ATen code before ``anchor``.
+
+        Tracing costs tens of milliseconds, so a trace is reused for every call with the same
+        constants and inputs of the same shapes, strides and dtypes (each layer of a model): its
+        nodes' fake values then describe the new copy exactly, and are shared with it."""
         nodes = [a for a in args if isinstance(a, fx.Node)]
-
-        def on_tensors(*tensors: torch.Tensor) -> object:
-            it = iter(tensors)
-            return fn(*(next(it) if isinstance(a, fx.Node) else a for a in args))
-
         fakes = [n.meta["val"] for n in nodes]
-        if self.fake_mode is None:
-            sub = make_fx(on_tensors, tracing_mode="fake")(*fakes)
-        else:
-            with self.fake_mode:
-                sub = make_fx(on_tensors, tracing_mode="real")(*fakes)
+        key = (fn, repr([a for a in args if not isinstance(a, fx.Node)]),
+               tuple((str(v.shape), str(v.stride()), v.dtype) for v in fakes))
+        sub = self.traces.get(key)
+        if sub is None:
+            def on_tensors(*tensors: torch.Tensor) -> object:
+                it = iter(tensors)
+                return fn(*(next(it) if isinstance(a, fx.Node) else a for a in args))
+
+            if self.fake_mode is None:
+                sub = make_fx(on_tensors, tracing_mode="fake")(*fakes)
+            else:
+                with self.fake_mode:
+                    sub = make_fx(on_tensors, tracing_mode="real")(*fakes)
+            self.traces[key] = sub
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
         val_map: dict[fx.Node, fx.Node] = dict(zip(placeholders, nodes, strict=True))
         with self.graph.inserting_before(anchor):

@@ -184,6 +184,22 @@ def _fixed_key(name: str, value: object, rank: int | None) -> object:
     return value
 
 
+def _bind_arg(bound: dict[str, object], p: str | tuple[str | int, ...], value: object) -> bool:
+    """Bind one schema argument: a name takes it whole; a tuple takes a list argument of that length
+    element by element, its ints being values the element must hold (``(0, "p")``: ``[0, p]``)."""
+    if isinstance(p, str):
+        bound[p] = value
+        return True
+    if not isinstance(value, (list, tuple)) or len(value) != len(p):
+        return False
+    for e, v in zip(p, value, strict=True):
+        if isinstance(e, str):
+            bound[e] = v
+        elif type(v) is not int or v != e:
+            return False
+    return True
+
+
 def _bind(node: fx.Node, spelling, spec) -> tuple | None:
     """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
     schema = node.target._schema
@@ -194,8 +210,10 @@ def _bind(node: fx.Node, spelling, spec) -> tuple | None:
         elif a.name in node.kwargs:
             given[a.name] = node.kwargs[a.name]
     names = [a.name for a in schema.arguments]
-    bound: dict[str, object] = dict(zip(spelling.args, (given.get(n) for n in names[:len(spelling.args)]),
-                                         strict=True))
+    bound: dict[str, object] = {}
+    for p, n in zip(spelling.args, names[:len(spelling.args)], strict=True):
+        if not _bind_arg(bound, p, given.get(n)):
+            return None
     fixed = dict(spelling.fixed)
     first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     rank = first.dim() if isinstance(first, torch.Tensor) else None

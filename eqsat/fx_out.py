@@ -133,8 +133,12 @@ class _Emitter:
                      for (p, sort), a in zip(spec.params, args, strict=True)}
             spelling = self.vocab.spelling_for(enode.op, self.im.vocabularies)
             if spelling is not None:
-                node = self._call(spelling.overload(), tuple(named[p] for p in spelling.args), {}, anchor,
-                                  enode.eclass)
+                op = spelling.overload()
+                if any(r.alias_info is not None for r in op._schema.returns):
+                    self.reuse_classes.discard(enode.eclass)  # a view: its strides are its own
+                args = tuple([named[e] if isinstance(e, str) else e for e in p] if isinstance(p, tuple) else named[p]
+                             for p in spelling.args)
+                node = self._call(op, args, dict(spelling.fixed), anchor, enode.eclass)
             elif spec.expand is not None:
                 node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
             else:

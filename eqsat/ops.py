@@ -11,6 +11,20 @@ Ops (all functional: no argument is mutated and every output is a fresh, contigu
                                        SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)
     eqsat::silu_and_mul(Tensor x) -> Tensor
     eqsat::silu_mul_fp8_group_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)
+    eqsat::mla_dual_rms_norm(Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_eps,
+                             float kv_eps) -> (Tensor, Tensor)
+    eqsat::mla_dual_rms_norm_group_quant(<the same>, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)
+    eqsat::mla_dual_rms_norm_token_quant(<the same>, ScalarType dtype) -> (Tensor, Tensor, Tensor)
+    eqsat::add_rmsnorm_pad(Tensor x, Tensor residual, Tensor weight, float eps, SymInt pad_to_multiple)
+                           -> (Tensor, Tensor)
+    eqsat::token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)            # and vllm_token_fp8_quant
+    eqsat::static_fp8_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor       # and vllm_static_fp8_quant
+    eqsat::rmsnorm_token_fp8_quant(Tensor x, Tensor weight, float eps, ScalarType dtype) -> (Tensor, Tensor)
+    eqsat::rmsnorm_add_token_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps,
+                                       ScalarType dtype) -> (Tensor, Tensor, Tensor)
+    eqsat::rmsnorm_static_fp8_quant(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType dtype) -> Tensor
+    eqsat::rmsnorm_add_static_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps, Tensor scale,
+                                        ScalarType dtype) -> (Tensor, Tensor)
 
 Invariants:
 - The real kernel of each op is the matching function of `eqsat.reference`, registered under
@@ -200,6 +214,104 @@ _SCHEMAS: list[tuple[str, Callable[..., Any], Callable[..., Any]]] = [
     ),
 ]
 
+
+# -- per-token dynamic and static per-tensor fp8 quant (``eqsat.kernels.token_static``) -------------
+
+
+def _token_fake(x: torch.Tensor, dtype: torch.dtype) -> Any:
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty([*x.shape[:-1], 1], dtype=torch.float32)
+
+
+def _static_fake(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x.new_empty(x.shape, dtype=dtype)
+
+
+def _rms_token_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight)
+    return _token_fake(x, dtype)
+
+
+def _add_rms_token_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                        dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, residual)
+    q, scale = _token_fake(x, dtype)
+    return q, x.new_empty(x.shape), scale
+
+
+def _rms_static_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor,
+                     dtype: torch.dtype) -> torch.Tensor:
+    check_norm_shapes(x, weight)
+    return x.new_empty(x.shape, dtype=dtype)
+
+
+def _add_rms_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                         scale: torch.Tensor, dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, residual)
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape)
+
+
+_SCHEMAS += [
+    ("token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)",
+     lambda x, dt: _c(*ref.token_fp8_quant(x, dt)), _token_fake),
+    ("static_fp8_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor",
+     lambda x, s, dt: ref.static_fp8_quant(x, s, dt).contiguous(), _static_fake),
+    ("vllm_token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)",
+     lambda x, dt: _c(*ref.vllm_token_fp8_quant(x, dt)), _token_fake),
+    ("vllm_static_fp8_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor",
+     lambda x, s, dt: ref.vllm_static_fp8_quant(x, s, dt).contiguous(), _static_fake),
+    ("rmsnorm_token_fp8_quant(Tensor x, Tensor weight, float eps, ScalarType dtype) -> (Tensor, Tensor)",
+     lambda x, w, eps, dt: _c(*ref.rmsnorm_token_fp8_quant(x, w, eps, dt)), _rms_token_fake),
+    ("rmsnorm_add_token_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps, ScalarType dtype)"
+     " -> (Tensor, Tensor, Tensor)",
+     lambda x, r, w, eps, dt: _c(*ref.rmsnorm_add_token_fp8_quant(x, r, w, eps, dt)), _add_rms_token_fake),
+    ("rmsnorm_static_fp8_quant(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType dtype) -> Tensor",
+     lambda x, w, eps, s, dt: ref.rmsnorm_static_fp8_quant(x, w, eps, s, dt).contiguous(), _rms_static_fake),
+    ("rmsnorm_add_static_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps, Tensor scale,"
+     " ScalarType dtype) -> (Tensor, Tensor)",
+     lambda x, r, w, eps, s, dt: _c(*ref.rmsnorm_add_static_fp8_quant(x, r, w, eps, s, dt)), _add_rms_static_fake),
+]
+
+# -- MLA dual rms_norm and add + rms_norm + pad (``eqsat.kernels.mla``, ``eqsat.kernels.pad``) ------
+
+
+def _dual_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+               q_eps: float, kv_eps: float) -> Any:
+    check_norm_shapes(q, q_weight)
+    check_norm_shapes(kv, kv_weight)
+    torch._check(q.shape[0] == kv.shape[0], lambda: "mla dual rms_norm: q and kv must have the same rows")
+    return q.new_empty(q.shape), kv.new_empty(kv.shape)
+
+
+def _dual_group_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                     q_eps: float, kv_eps: float, group_size: int, dtype: torch.dtype) -> Any:
+    kv_normed = _dual_fake(q, q_weight, kv, kv_weight, q_eps, kv_eps)[1]
+    return (*_quant_fake(q, group_size, dtype), kv_normed)
+
+
+def _dual_token_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                     q_eps: float, kv_eps: float, dtype: torch.dtype) -> Any:
+    kv_normed = _dual_fake(q, q_weight, kv, kv_weight, q_eps, kv_eps)[1]
+    return (q.new_empty(q.shape, dtype=dtype), q.new_empty([*q.shape[:-1], 1], dtype=torch.float32), kv_normed)
+
+
+def _add_rmsnorm_pad_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                          pad_to_multiple: int) -> Any:
+    check_norm_shapes(x, weight, residual)
+    return x.new_empty([*x.shape[:-1], ref.padded_width(x.shape[-1], pad_to_multiple)]), x.new_empty(x.shape)
+
+
+_DUAL = "Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_eps, float kv_eps"
+_SCHEMAS += [
+    (f"mla_dual_rms_norm({_DUAL}) -> (Tensor, Tensor)",
+     lambda *a: _c(*ref.mla_dual_rms_norm(*a)), _dual_fake),
+    (f"mla_dual_rms_norm_group_quant({_DUAL}, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+     lambda *a: _c(*ref.mla_dual_rms_norm_group_quant(*a)), _dual_group_fake),
+    (f"mla_dual_rms_norm_token_quant({_DUAL}, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+     lambda *a: _c(*ref.mla_dual_rms_norm_token_quant(*a)), _dual_token_fake),
+    ("add_rmsnorm_pad(Tensor x, Tensor residual, Tensor weight, float eps, SymInt pad_to_multiple)"
+     " -> (Tensor, Tensor)", lambda *a: _c(*ref.add_rmsnorm_pad(*a)), _add_rmsnorm_pad_fake),
+]
+
 for _schema, _impl, _fake in _SCHEMAS:
     define_op(_LIBS, NAMESPACE, _schema, _impl, _fake)
 
@@ -210,3 +322,11 @@ RMSNORM_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_fp8_gro
 RMSNORM_ADD_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_add_fp8_group_quant.default
 SILU_AND_MUL: torch._ops.OpOverload = torch.ops.eqsat.silu_and_mul.default
 SILU_MUL_FP8_GROUP_QUANT: torch._ops.OpOverload = torch.ops.eqsat.silu_mul_fp8_group_quant.default
+TOKEN_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.token_fp8_quant.default
+STATIC_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.static_fp8_quant.default
+VLLM_TOKEN_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.vllm_token_fp8_quant.default
+VLLM_STATIC_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.vllm_static_fp8_quant.default
+RMSNORM_TOKEN_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_token_fp8_quant.default
+RMSNORM_ADD_TOKEN_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_add_token_fp8_quant.default
+RMSNORM_STATIC_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_static_fp8_quant.default
+RMSNORM_ADD_STATIC_FP8_QUANT: torch._ops.OpOverload = torch.ops.eqsat.rmsnorm_add_static_fp8_quant.default

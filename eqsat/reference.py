@@ -17,6 +17,9 @@ Invariants:
   They therefore agree only to within fp8 rounding (see `fp8_step_error`).
 - Group fp8 quant uses the AITER convention: amax floor 1e-10, scale = amax / FMAX
   with FMAX = finfo(fp8_dtype).max, multiply by the fp32 reciprocal, clamp, cast.
+  Per-token quant is that with one group per row; static quant multiplies by the
+  reciprocal of a one-element scale. The `vllm_*` quants are vLLM's own convention
+  instead (FMAX 224 on e4m3fnuz, a scale floor of 1 / (FMAX * 512)).
 """
 
 from __future__ import annotations
@@ -139,6 +142,129 @@ def silu_mul_fp8_group_quant(
     d = x.shape[-1] // 2
     a, b = x[..., :d].float(), x[..., d:].float()
     return _group_quant32(a * torch.sigmoid(a) * b, group_size, fp8_dtype)
+
+
+def token_fp8_quant(x: torch.Tensor, fp8_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER per-token dynamic fp8 quant: the group quant with one group per row (same amax floor,
+    FMAX = finfo max, reciprocal multiply); returns (q like x, fp32 scale [..., 1])."""
+    return _group_quant32(x.float(), x.shape[-1], fp8_dtype)
+
+
+def _static_quant32(y32: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype, fmax: float) -> torch.Tensor:
+    """``cast(clamp(y32 * (1 / scale), -fmax, fmax))``; ``scale`` must hold exactly one element."""
+    inv = torch.reciprocal(scale.float().reshape(()))
+    return (y32 * inv).clamp(-fmax, fmax).to(fp8_dtype)
+
+
+def static_fp8_quant(x: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
+    """AITER static per-tensor fp8 quant with a one-element fp32 ``scale`` and FMAX = finfo max."""
+    return _static_quant32(x.float(), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
+
+
+VLLM_FP8_MAX = {torch.float8_e4m3fnuz: 224.0}
+"""vLLM's own fp8 bound where it is not the dtype's max (``get_fp8_min_max``, ``fp8_e4m3_adjusted_max_v``)."""
+
+
+def vllm_fp8_max(fp8_dtype: torch.dtype) -> float:
+    return VLLM_FP8_MAX.get(fp8_dtype, torch.finfo(fp8_dtype).max)
+
+
+def vllm_token_fp8_quant(x: torch.Tensor, fp8_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's native per-token quant (``QuantFP8`` forward_native): FMAX = ``vllm_fp8_max``, the scale
+    floored at 1 / (FMAX * 512), multiply by its reciprocal; returns (q like x, fp32 scale [..., 1])."""
+    fmax = vllm_fp8_max(fp8_dtype)
+    scale = (x.abs().amax(dim=-1, keepdim=True).float() / fmax).clamp_min(1.0 / (fmax * 512.0))
+    q = (x.float() * torch.reciprocal(scale)).clamp(-fmax, fmax).to(fp8_dtype)
+    return q, scale
+
+
+def vllm_static_fp8_quant(x: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
+    """vLLM's native static per-tensor quant: as ``static_fp8_quant`` but clamped to ``vllm_fp8_max``."""
+    return _static_quant32(x.float(), scale, fp8_dtype, vllm_fp8_max(fp8_dtype))
+
+
+def rmsnorm_token_fp8_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER/CK fused rms_norm + per-token quant of the fp32 norm output: returns (q, scale)."""
+    y32 = _aiter_rms32(x.float(), weight, eps)
+    return _group_quant32(y32, y32.shape[-1], fp8_dtype)
+
+
+def rmsnorm_add_token_fp8_quant(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER/CK fused add + rms_norm + per-token quant: returns (q, residual_out, scale); fp32 add."""
+    inp32 = x.float() + residual.float()
+    q, scale = _group_quant32(_aiter_rms32(inp32, weight, eps), inp32.shape[-1], fp8_dtype)
+    return q, inp32.to(x.dtype), scale
+
+
+def rmsnorm_static_fp8_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor, fp8_dtype: torch.dtype
+) -> torch.Tensor:
+    """AITER Triton ``fused_rms_fp8_per_tensor_static_quant``: static quant of the fp32 norm output."""
+    return _static_quant32(_aiter_rms32(x.float(), weight, eps), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
+
+
+def rmsnorm_add_static_fp8_quant(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor,
+    fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same with ``res1``: returns (q, residual_out); the add is in fp32."""
+    inp32 = x.float() + residual.float()
+    q = _static_quant32(_aiter_rms32(inp32, weight, eps), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
+    return q, inp32.to(x.dtype)
+
+
+def _aiter_rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """AITER's rms_norm rounded once, to x.dtype (no rounding before the weight multiply)."""
+    return _aiter_rms32(x.float(), weight, eps).to(x.dtype)
+
+
+def mla_dual_rms_norm(
+    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float, kv_eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER HIP ``fused_qk_rmsnorm``: two independent rms_norms in one launch, each in fp32 and
+    rounded once to its input's dtype. Returns (q_normed, kv_normed)."""
+    return _aiter_rms(q, q_weight, q_eps), _aiter_rms(kv, kv_weight, kv_eps)
+
+
+def mla_dual_rms_norm_group_quant(
+    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
+    kv_eps: float, group_size: int, fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER HIP ``fused_qk_rmsnorm_group_quant``: q's fp32 norm group-quantized (no bf16 rounding),
+    kv normed only. Returns (q_fp8, q_scale, kv_normed)."""
+    q8, scale = rmsnorm_fp8_group_quant(q, q_weight, q_eps, group_size, fp8_dtype)
+    return q8, scale, _aiter_rms(kv, kv_weight, kv_eps)
+
+
+def mla_dual_rms_norm_token_quant(
+    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
+    kv_eps: float, fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER HIP ``fused_qk_rmsnorm_per_token_quant``: q's fp32 norm per-token quantized (one group per
+    row), kv normed only. Returns (q_fp8, q_scale [..., 1], kv_normed)."""
+    y32 = _aiter_rms32(q.float(), q_weight, q_eps)
+    q8, scale = _group_quant32(y32, y32.shape[-1], fp8_dtype)
+    return q8, scale, _aiter_rms(kv, kv_weight, kv_eps)
+
+
+def padded_width(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (``n`` itself when ``multiple`` <= 0)."""
+    return -(-n // multiple) * multiple if multiple > 0 else n
+
+
+def add_rmsnorm_pad(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, pad_to_multiple: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER Triton ``fused_add_rmsnorm_pad``: the fp32 sum's rms_norm, rounded once, zero-padded on the
+    right of the last dim up to a multiple of ``pad_to_multiple``. Returns (padded, residual_out)."""
+    inp32 = x.float() + residual.float()
+    normed = _aiter_rms32(inp32, weight, eps).to(x.dtype)
+    n = x.shape[-1]
+    return torch.nn.functional.pad(normed, (0, padded_width(n, pad_to_multiple) - n)), inp32.to(x.dtype)
 
 
 def _dequant(q: torch.Tensor, scale: torch.Tensor, group_size: int) -> torch.Tensor:

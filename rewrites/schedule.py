@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from eqsat.kernels import mla, pad, token_static
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Numerics
 from rewrites import lift, views
@@ -24,4 +25,4 @@ def select(rules: Iterable[Rule], numerics: Numerics) -> tuple[Rule, ...]:
 
 
 def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
-    return select((*views.RULES, *lift.RULES, *catalog_rules(catalog)), numerics)
+    return select((*views.RULES, *lift.RULES, *token_static.RULES, *mla.RULES, *pad.RULES, *catalog_rules(catalog)), numerics)

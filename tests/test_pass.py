@@ -5,6 +5,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import torch
+
 import eqsat
 from eqsat import demo
 from eqsat.kernels.spec import KernelSpec, Traffic, params
@@ -32,3 +34,18 @@ def test_uuid_is_stable_across_processes():
     code = "import eqsat; print(eqsat.EqSatPass().uuid())"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert other.stdout.strip() == eqsat.EqSatPass().uuid()
+
+
+def test_pass_copies_and_pickles_without_its_engine():
+    """vLLM deep-copies its compile config per backend and pickles it for spawned workers."""
+    import copy
+    import pickle
+
+    from tests.conftest import rand, trace
+
+    p = eqsat.EqSatPass()
+    p(trace(lambda x, w: torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128),
+            rand(8, 256), rand(256)).graph)
+    assert p._engine is not None
+    for clone in (copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
+        assert clone._engine is None and clone.uuid() == p.uuid()

@@ -19,7 +19,11 @@ a target may spell several constructors (``add.Tensor`` is ``AddS`` with a Pytho
 argument, ``Add`` with a tensor). Import takes the first spelling that fits a node and otherwise
 imports it generically; emission uses a constructor's first spelling. ``MeanLast`` and ``MaxLast``
 pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reduction over any other
-dim is not one of them. Invariant: every row here means exactly what its ATen op computes.
+dim is not one of them. Likewise ``SplitLast2`` is a two-way ``split_with_sizes`` over the last dim
+(other splits stay generic) and ``PadLast`` a ``constant_pad_nd`` by ``[0, p]`` with zeros. The
+views (``Slice``, ``SplitLast2``) move no data and cost nothing. Invariant: every row here means
+exactly what its ATen op computes, except ``Witness(tag, t0..t31)``, which is no op: it records a
+match of a staged rule (``rewrites/lift.py``), padded with its last term, and nothing extracts it.
 """
 
 from __future__ import annotations
@@ -61,9 +65,28 @@ def _max_last(a: Mapping[str, object]) -> Traffic:
     return Traffic(read=x.bytes, written=x.rows * (x.itemsize + INDEX_BYTES))
 
 
+def _view(a: Mapping[str, object]) -> Traffic:
+    return Traffic(read=0, written=0, launches=0)
+
+
+def _pad_last(a: Mapping[str, object]) -> Traffic:
+    x, p = a["x"], a["p"]
+    assert isinstance(x, Operand) and isinstance(p, int)
+    return Traffic(read=x.bytes, written=x.rows * max(x.shape[-1] + p, 0) * x.itemsize)
+
+
 def _row(name: str, sig: str, traffic, target: str, doc: str) -> KernelSpec:
     return KernelSpec(name, params(sig), traffic, calibration_key=f"aten:{target}", doc=doc)
 
+
+WITNESS_TERMS = 32
+def _no_traffic(a: Mapping[str, object]) -> Traffic:
+    return Traffic(0, 0, 0)
+
+
+WITNESS = KernelSpec("Witness", (("tag", "str"), *((f"t{i}", "T") for i in range(WITNESS_TERMS))),
+                     _no_traffic, doc="a match witness of a staged rule (rewrites/lift.py); "
+                     "never extracted: no root reaches its e-class")
 
 ROWS: tuple[KernelSpec, ...] = (
     _row("Convert", "x:T dt:dtype", _convert, "prims.convert_element_type.default", "x cast to dtype dt"),
@@ -80,6 +103,12 @@ ROWS: tuple[KernelSpec, ...] = (
     _row("ClampMin", "x:T c:f64", _elementwise, "aten.clamp_min.default", "max(x, c), NaN kept"),
     _row("ClampMax", "x:T c:f64", _elementwise, "aten.clamp_max.default", "min(x, c), NaN kept"),
     _row("Clamp", "x:T lo:f64 hi:f64", _elementwise, "aten.clamp.default", "min(max(x, lo), hi), NaN kept"),
+    _row("Slice", "x:T dim:i64 start:i64 end:i64", _view, "aten.slice.Tensor", "x[start:end] along dim (a view)"),
+    _row("SplitLast2", "x:T a:i64 b:i64", _view, "aten.split_with_sizes.default",
+         "(x[..., :a], x[..., a:a+b]) with a + b the last dim (views)"),
+    _row("PadLast", "x:T p:i64", _pad_last, "aten.constant_pad_nd.default",
+         "x with p zeros appended to its last dim (p < 0 crops)"),
+    WITNESS,
 )
 
 _LAST_KEEPDIM = (("dim", (-1,)), ("keepdim", True))
@@ -102,5 +131,8 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("ClampMax", "aten::clamp_max", ("x", "c")),
         Spelling("Clamp", "aten::clamp", ("x", "lo", "hi")),
         Spelling("ClampMin", "aten::clamp", ("x", "c")),  # clamp(x, min) with max left None
+        Spelling("Slice", "aten::slice.Tensor", ("x", "dim", "start", "end"), fixed=(("step", 1),)),
+        Spelling("SplitLast2", "aten::split_with_sizes", ("x", ("a", "b")), fixed=(("dim", -1),)),
+        Spelling("PadLast", "aten::constant_pad_nd", ("x", (0, "p")), fixed=(("value", 0.0),)),
     ),
 }

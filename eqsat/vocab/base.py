@@ -5,7 +5,10 @@ the op's leading positional arguments (in order), and which parameters are read 
 output instead (vLLM's AITER ops take no fp8 dtype; it is the platform's, seen on the output), and
 which further schema arguments it pins to a value (``fixed``: ``mean.dim`` over the last dim with
 ``keepdim=True``; a ``dim`` argument compares modulo the rank of the op's first input, as ATen wraps
-it). Every other schema argument must hold its schema default, or the node is not this op.
+it; emission passes them as keywords). Every other schema argument must hold its schema default, or
+the node is not this op. A list argument binds element by element when its entry in ``args`` is a
+tuple of parameter names and ints the element must equal: ``constant_pad_nd(x, [0, p])`` is
+``("x", (0, "p"))``.
 Several spellings may share a target (``add.Tensor`` with a scalar or a tensor second argument):
 import takes the first that fits, emission the first spelling of a constructor in its vocabulary.
 Import and emission both read the same spelling, so they cannot disagree.
@@ -23,7 +26,7 @@ import torch
 class Spelling:
     constructor: str
     target: str  # "namespace::op" or "namespace::op.overload"
-    args: tuple[str, ...]
+    args: tuple[str | tuple[str | int, ...], ...]  # a tuple: a list argument, bound element by element
     from_output_dtype: tuple[str, ...] = ()  # parameters equal to the dtype of output 0
     fixed: tuple[tuple[str, object], ...] = ()  # (schema argument, the value it must hold)
     # Mutating ops (vLLM's ``_C`` ops) appear as ``auto_functionalized(op, **kwargs)``: ``names`` are

@@ -1,0 +1,147 @@
+"""Family: MLA's dual rms_norm, with and without a quant of the q side (vLLM patterns #12-#14).
+
+DeepSeek's attention projects the hidden state once and splits the result along the last dim:
+``q_c, kv_lora = split(p, [q_dim, kv_dim])``, ``kv_c, k_pe = split(kv_lora, [kv_c_dim, pe_dim])``;
+``q_c`` and ``kv_c`` are then rms-normed with their own weights and eps. AITER's HIP
+``fused_qk_rmsnorm`` runs both norms in one launch (``grid.y = 2``) straight from the split views,
+optionally quantizing the q side per token or per group from its fp32 norm.
+
+Rows (all ``rounding``: each norm is ``x * rsqrt(sum(x^2) / N + eps) * w`` in fp32, rounded once,
+where vLLM-IR rounds before the weight multiply; the quants skip the bf16 intermediate):
+- ``K_mla_dual_rms_norm(q qw kv kvw qeps kveps)`` -> ``(RmsNorm q qw qeps)``, ``(RmsNorm kv kvw kveps)``.
+  Two independent norms: the fuse query has two facts, one per norm, plus the pairing.
+- ``K_mla_dual_rms_norm_group_quant(... G dt)`` -> ``QuantGroup`` (q, scale) of the dual kernel's q
+  output, and its kv output; ``..._per_token_quant(... dt)`` the same with ``QuantToken``. Stating
+  them over the dual kernel (whose outputs are the norms) keeps their queries small; the q side
+  matches whether it arrives as ``RmsNorm`` + quant or already fused (the unlift rules give a fused
+  norm + quant its semantics, and congruence puts its quant over the dual kernel's output).
+
+``k_pe`` is the split's other output and passes through. Which q pairs with which kv is the side
+condition :func:`mla_pair`: the two latents of one projection (``q = split(p)[0]``,
+``kv = split(split(p)[1])[0]``, p 2-D and contiguous), as vLLM's patterns require; this also makes
+them row-aligned views with a unit inner stride, which is what the kernel reads. The rule
+``mla-latents`` records each such pair as a witness term ``(MlaLatents q kv)`` (never extracted) and
+the fuse query reads the witness: egglog 13.2 plans a query over the whole split chain as several
+bags, whose joins are unsound (``rewrites/lift.py``); these plan as one (``tests/test_mla_pad.py``).
+The eps values are independent variables (vLLM's patterns tie them). Constraints follow
+``fused_qk_norm.cu`` / ``fused_qk_rmsnorm_group_quant.cu``: bf16/fp16, 1-D contiguous weights of the
+input dtype, widths up to 8192; group sizes 16..256, powers of two (valid for every
+``thread_data_size`` the kernel picks), dividing q's width. Traffic: ``aiter-kernels.md`` §6, one
+launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _groups, _op
+from eqsat.kernels.pad import never
+from eqsat.kernels.spec import (
+    KernelSpec,
+    Traffic,
+    contiguous,
+    dtype_accepted,
+    params,
+    power_of_two,
+    rank,
+    same_dtype,
+)
+from eqsat.vocab.base import Spelling
+from rewrites.rule import Rule, rule
+
+MAX_WIDTH = 8192  # fused_qk_norm.cu: max(N1, N2) <= 8192
+GROUP_RANGE = (16, 256)  # g % tds == 0, g <= 64 * tds, g / tds a power of two, for tds in {4, 8, 16}
+_HIP = frozenset({"gfx942", "gfx950"})
+
+
+@dataclass(frozen=True)
+class DualTraffic:
+    """Reads both inputs and weights once; writes kv's norm and q's norm, or q quantized
+    (``quant``: ``"group"`` with G columns of scales per row, ``"token"`` with one)."""
+
+    quant: str = ""
+
+    def __call__(self, a: Mapping[str, object]) -> Traffic:
+        q, kv = _op(a, "q"), _op(a, "kv")
+        read = q.bytes + kv.bytes + _op(a, "qw").bytes + _op(a, "kvw").bytes
+        if self.quant == "group":
+            q_out = q.numel * FP8_BYTES + _groups(q, a["G"]) * SCALE_BYTES
+        elif self.quant == "token":
+            q_out = q.numel * FP8_BYTES + q.rows * SCALE_BYTES
+        else:
+            q_out = q.bytes
+        return Traffic(read=read, written=q_out + kv.bytes)
+
+
+def mla_pair(q: str, kv: str) -> tuple[str, ...]:
+    """``q`` and ``kv`` are the latents of one MLA projection (the witness ``mla-latents`` records)."""
+    return (f"(= __latents (MlaLatents {q} {kv}))",)
+
+
+def norm_weight(x: str, w: str) -> tuple[str, ...]:
+    """``w`` is a 1-D contiguous weight of ``x``'s dtype over its last dim, at most ``MAX_WIDTH`` wide."""
+    n = f"__n_{x}"
+    return (*rank(w, 1), *contiguous(w), *same_dtype(x, w), f"(= (dim {x} -1) {n})", f"(= (dim {w} -1) {n})",
+            f"(<= {n} {MAX_WIDTH})")
+
+
+def dual_constraints() -> tuple[str, ...]:
+    return (*mla_pair("q", "kv"), *norm_weight("q", "qw"), *norm_weight("kv", "kvw"))
+
+
+def group_constraints(x: str, g: str) -> tuple[str, ...]:
+    lo, hi = GROUP_RANGE
+    n = f"__n_{x}"
+    return (f"(= (dim {x} -1) {n})", *power_of_two(g), f"(>= {g} {lo})", f"(<= {g} {hi})", f"(= 0 (% {n} {g}))")
+
+
+_Q, _KV = "(RmsNorm q qw qeps)", "(RmsNorm kv kvw kveps)"
+_DUAL = "q:T qw:T kv:T kvw:T qeps:f64 kveps:f64"
+_K = "(K_mla_dual_rms_norm q qw kv kvw qeps kveps)"
+_QG = f"(QuantGroup (Get {_K} 0) G dt)"
+_QT = f"(QuantToken (Get {_K} 0) dt)"
+
+
+def _row(name: str, sig: str, outputs: tuple[str, ...], quant: str, constraints: tuple[str, ...],
+         doc: str) -> KernelSpec:
+    return KernelSpec(name, params(sig), DualTraffic(quant), outputs=outputs,
+                      constraints=(*dtype_accepted(name, "q"), *constraints), dtypes=ACT_DTYPES, numerics="rounding",
+                      platforms=_HIP, calibration_key=name.removeprefix("K_"), doc=doc)
+
+
+ROWS: tuple[KernelSpec, ...] = (
+    KernelSpec("MlaLatents", params("q:T kv:T"), never, calibration_key="mla_latents",
+               doc="witness: q and kv are the latents of one MLA projection; never extracted"),
+    _row("K_mla_dual_rms_norm", _DUAL, (_Q, _KV), "", dual_constraints(),
+         "AITER HIP fused_qk_rmsnorm: q's and kv's rms_norm in one launch; outputs (q_normed, kv_normed)"),
+    _row("K_mla_dual_rms_norm_group_quant", f"{_DUAL} G:i64 dt:dtype", (f"(Get {_QG} 0)", f"(Get {_QG} 1)",
+         f"(Get {_K} 1)"), "group", group_constraints("q", "G"),
+         "AITER HIP fused_qk_rmsnorm_group_quant: outputs (q_fp8, q_scale [M, Nq / G], kv_normed)"),
+    _row("K_mla_dual_rms_norm_per_token_quant", f"{_DUAL} dt:dtype", (f"(Get {_QT} 0)", f"(Get {_QT} 1)",
+         f"(Get {_K} 1)"), "token", (),
+         "AITER HIP fused_qk_rmsnorm_per_token_quant: outputs (q_fp8, q_scale [M, 1], kv_normed)"),
+)
+
+_ARGS = ("q", "qw", "kv", "kvw", "qeps", "kveps")
+
+SPELLINGS: dict[str, tuple[Spelling, ...]] = {
+    "vllm": (
+        Spelling("K_mla_dual_rms_norm", "vllm::fused_mla_dual_rms_norm", _ARGS),
+        Spelling("K_mla_dual_rms_norm_group_quant", "vllm::fused_mla_dual_rms_norm_group_quant", (*_ARGS, "G"),
+                 from_output_dtype=("dt",), fixed=(("transpose_scale", False),)),
+        Spelling("K_mla_dual_rms_norm_per_token_quant", "vllm::fused_mla_dual_rms_norm_per_token_quant", _ARGS,
+                 from_output_dtype=("dt",)),
+    ),
+    "eqsat": (
+        Spelling("K_mla_dual_rms_norm", "eqsat::mla_dual_rms_norm", _ARGS),
+        Spelling("K_mla_dual_rms_norm_group_quant", "eqsat::mla_dual_rms_norm_group_quant", (*_ARGS, "G", "dt")),
+        Spelling("K_mla_dual_rms_norm_per_token_quant", "eqsat::mla_dual_rms_norm_token_quant", (*_ARGS, "dt")),
+    ),
+}
+
+RULES: tuple[Rule, ...] = (
+    rule("mla-latents", ("(= __split (SplitLast2 __p __a __b))", "(= __split_kv (SplitLast2 (Get __split 1) __c __d))",
+                         *rank("__p", 2), *contiguous("__p")),
+         ("(MlaLatents (Get __split 0) (Get __split_kv 0))",), family="mla"),
+)

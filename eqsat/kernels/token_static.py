@@ -1,0 +1,247 @@
+"""Family: per-token dynamic and static per-tensor fp8 quant, and AITER's rms_norm fused with them
+(vLLM's ROCm patterns #1, #2, #8, #9; ``reference/vllm-facts.md`` §1.2, §3).
+
+Two conventions of the same two quants live side by side, each exact to what spells it:
+
+- ``QuantToken(x, dt)`` is AITER's (``reference.token_fp8_quant``): per row of the last dim, amax
+  floored at 1e-10, ``scale = amax / finfo(dt).max`` (240 on e4m3fnuz, 448 on e4m3fn),
+  ``q = cast(clamp(x32 * (1 / scale), ±FMAX))``; outputs (q like x, fp32 scale ``[..., 1]``). It
+  is QuantGroup with one group per row. The CK / HIP kernels floor nothing (an all-zero row is
+  NaN there, 0 here) and divide by the scale (at most an fp32 ulp before the fp8 rounding).
+- ``QuantStatic(x, s, dt)`` is AITER's static quant: ``q = cast(clamp(x32 * (1 / s), ±finfo max))``
+  with ``s`` a one-element fp32 tensor; one output, q (the scale is an input).
+- ``QuantTokenVllm`` / ``QuantStaticVllm`` are vLLM's own convention, shared by its native
+  ``QuantFP8`` and its ``_C`` kernels: FMAX = 224 on e4m3fnuz (``get_fp8_min_max``,
+  ``fp8_e4m3_adjusted_max_v``), the dtype's max elsewhere, and the per-token scale floored at
+  ``1 / (FMAX * 512)``. ``quant-token-vllm`` / ``quant-static-vllm`` (rounding) equate them with the
+  AITER rows: q·s agree within 1.3 fp8 steps (a static quant differs only where it saturates, by
+  the one step between 224 and 240). The ``_C`` per-token kernel divides by its scale where the
+  native code multiplies by the reciprocal (an fp32 ulp, as ``_C::per_token_group_fp8_quant``).
+- ``QuantStaticInplace(x, s, dt)`` is AITER's mutating ``per_tensor_quant(out, x, scale,
+  is_dynamic=False)`` as ``auto_functionalized`` (v1) hands it over: output 0 (getitem 1) is q,
+  output 1 (getitem 2) the scale buffer after the call, which a static quant leaves as it was
+  (``quant-static-inplace-q`` / ``-scale``, exact). Every later read of the scale reads getitem 2,
+  so this is what lets the fused static kernel, which returns q alone, replace the call: the
+  "new" scale is ``s``. It is only ever imported, never created, so no functional op spells it.
+
+The fused rows (all ``rounding``: the kernels quantize the fp32 norm output without vLLM-IR's bf16
+roundings) take 2-D contiguous rows, a 1-D weight of the input's dtype over the last dim and, when
+static, a one-element fp32 scale. Traffic follows AITER's kernels (``aiter-kernels.md`` §6: T12, T13,
+T2, the HIP standalone quants). The lift rules read vLLM's native chains (§4.5) as the vLLM rows;
+``Reciprocal`` and ``AmaxLast`` are the two ATen ops they need beyond ``aten_ops``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import torch
+
+from eqsat import reference as ref
+from eqsat.ir import dtype_name
+from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
+from eqsat.kernels.spec import (
+    KernelSpec,
+    Traffic,
+    contiguous,
+    dtype_accepted,
+    params,
+    rank,
+    same_dtype,
+    same_last_dim,
+    same_shape,
+)
+from eqsat.vocab.base import Spelling
+from rewrites.lift import staged
+from rewrites.rule import Rule, rewrite, rule
+
+
+@dataclass(frozen=True)
+class QuantTraffic:
+    """A (fused) quant kernel reads x (twice the bytes with a residual), the weight and the static
+    scale when it has them, and writes q, the per-row scales of a dynamic quant and residual_out."""
+
+    residual: bool = False
+    weight: bool = False
+    static: bool = False
+
+    def __call__(self, a: Mapping[str, object]) -> Traffic:
+        x = _op(a, "x")
+        read = x.bytes * (1 + self.residual) + (_op(a, "w").bytes if self.weight else 0) \
+            + (_op(a, "s").bytes if self.static else 0)
+        written = x.numel * FP8_BYTES + (0 if self.static else x.rows * SCALE_BYTES) + x.bytes * self.residual
+        return Traffic(read=read, written=written)
+
+
+@dataclass(frozen=True)
+class _Pointwise:
+    """An ATen op reading x once and writing ``out`` elements per row (None: as many as x has)."""
+
+    out: int | None = None
+
+    def __call__(self, a: Mapping[str, object]) -> Traffic:
+        x = _op(a, "x")
+        return Traffic(read=x.bytes, written=x.bytes if self.out is None else x.rows * self.out * x.itemsize)
+
+
+def one_element(t: str) -> tuple[str, ...]:
+    """Every dim of ``t`` is 1 (shape key ``""``, ``"1"``, ``"1,1"``, ...): one element, 0-d included.
+    Drop each ``"1,"`` of the key plus a trailing comma, then every comma: only all-ones keys leave
+    nothing (``"11"`` leaves ``"1"``, a symbolic ``"s0,1"`` leaves ``"s0"``)."""
+    k = f"__shape_{t}"
+    return (f"(= {k} (shape {t}))", f'(= "" (replace (replace (+ {k} ",") "1," "") "," ""))')
+
+
+def static_scale(s: str) -> tuple[str, ...]:
+    return (f'(= (dtype {s}) "float32")', *one_element(s))
+
+
+def _fused_constraints(kernel: str, *, residual: bool, static: bool) -> tuple[str, ...]:
+    return (
+        *rank("x", 2), *contiguous("x"), *same_dtype("x", "w"), *dtype_accepted(kernel, "x"),
+        *rank("w", 1), *same_last_dim("x", "w"),
+        *((*same_shape("x", "r"), *same_dtype("x", "r")) if residual else ()),
+        *(static_scale("s") if static else ()),
+    )
+
+
+_ADD = "(AddRmsNorm x r w eps)"
+_TOK = "(QuantToken (RmsNorm x w eps) dt)"
+_ADD_TOK = f"(QuantToken (Get {_ADD} 0) dt)"
+_ROCM = frozenset({"gfx942", "gfx950"})  # CK / HIP: no RDNA4 registration in vLLM either
+_TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
+
+
+def _fused(name: str, sig: str, outputs: tuple[str, ...], *, residual: bool, static: bool,
+           platforms: frozenset[str], key: str, doc: str) -> KernelSpec:
+    return KernelSpec(name, params(sig), QuantTraffic(residual=residual, weight=True, static=static),
+                      outputs=outputs, constraints=_fused_constraints(name, residual=residual, static=static),
+                      dtypes=ACT_DTYPES, numerics="rounding", platforms=platforms, calibration_key=key, doc=doc)
+
+
+RECIPROCAL = KernelSpec("Reciprocal", params("x:T"), _Pointwise(), calibration_key="aten:aten.reciprocal.default",
+                        doc="1 / x")
+AMAX_LAST = KernelSpec("AmaxLast", params("x:T"), _Pointwise(out=1), calibration_key="aten:aten.amax.default",
+                       doc="max over the last dim, keepdim=False")
+
+ROWS: tuple[KernelSpec, ...] = (
+    KernelSpec("QuantToken", params("x:T dt:dtype"), QuantTraffic(), calibration_key="token_quant",
+               doc="AITER per-token quant: scale = max(amax_row, 1e-10) / finfo(dt).max, q = clamp(x / scale)"),
+    KernelSpec("QuantStatic", params("x:T s:T dt:dtype"), QuantTraffic(static=True), calibration_key="static_quant",
+               doc="AITER static quant: q = clamp(x * (1 / s), ±finfo(dt).max), s one fp32 element"),
+    KernelSpec("QuantTokenVllm", params("x:T dt:dtype"), QuantTraffic(), calibration_key="vllm:token_quant",
+               doc="vLLM per-token quant: FMAX 224 on e4m3fnuz, scale floored at 1 / (FMAX * 512)"),
+    KernelSpec("QuantStaticVllm", params("x:T s:T dt:dtype"), QuantTraffic(static=True),
+               calibration_key="vllm:static_quant", doc="vLLM static quant: clamped to 224 on e4m3fnuz"),
+    KernelSpec("QuantStaticInplace", params("x:T s:T dt:dtype"), QuantTraffic(static=True),
+               calibration_key="static_quant", doc="AITER per_tensor_quant, functionalized: (q, scale after)"),
+    _fused("K_rmsnorm_fused_dynamic_quant", "x:T w:T eps:f64 dt:dtype", (f"(Get {_TOK} 0)", f"(Get {_TOK} 1)"),
+           residual=False, static=False, platforms=_ROCM, key="rms_token_quant",
+           doc="CK rmsnorm2d_fwd_with_dynamicquant: per-token quant of the fp32 norm output"),
+    _fused("K_rmsnorm_fused_add_dynamic_quant", "x:T r:T w:T eps:f64 dt:dtype",
+           (f"(Get {_ADD_TOK} 0)", f"(Get {_ADD} 1)", f"(Get {_ADD_TOK} 1)"), residual=True, static=False,
+           platforms=_ROCM, key="add_rms_token_quant",
+           doc="CK rmsnorm2d_fwd_with_add_dynamicquant (fp32 add): outputs (q, residual_out, scale)"),
+    _fused("K_rms_fp8_per_tensor_static_quant", "x:T w:T eps:f64 s:T dt:dtype",
+           ("(QuantStatic (RmsNorm x w eps) s dt)",), residual=False, static=True, platforms=_TRITON,
+           key="rms_static_quant", doc="AITER Triton fused_rms_fp8_per_tensor_static_quant: q only"),
+    _fused("K_add_rms_fp8_per_tensor_static_quant", "x:T r:T w:T eps:f64 s:T dt:dtype",
+           (f"(QuantStatic (Get {_ADD} 0) s dt)", f"(Get {_ADD} 1)"), residual=True, static=True,
+           platforms=_TRITON, key="add_rms_static_quant",
+           doc="the same with res1 (fp32 add): outputs (q, residual_out)"),
+    RECIPROCAL, AMAX_LAST,
+)
+
+def one_element_scale(a: Mapping[str, object]) -> bool:
+    """A mutating quant reads as a per-tensor row only with a one-element scale (``_C``'s static quant
+    also takes per-channel / per-token scales)."""
+    s = a.get("s")
+    val = s.meta.get("val") if isinstance(s, torch.fx.Node) else None
+    return isinstance(val, torch.Tensor) and all(isinstance(d, int) and d == 1 for d in val.shape)
+
+
+SPELLINGS: dict[str, tuple[Spelling, ...]] = {
+    "vllm": (
+        Spelling("QuantToken", "vllm::rocm_aiter_per_token_quant", ("x", "dt")),
+        Spelling("QuantStaticInplace", "vllm::rocm_aiter_per_tensor_quant", ("x", "s"), names=("x", "scale"),
+                 mutated=("out", "scale"), from_output_dtype=("dt",), fixed=(("is_dynamic", False),),
+                 guard=one_element_scale),
+        Spelling("QuantTokenVllm", "_C::dynamic_per_token_scaled_fp8_quant", ("x",), names=("input",),
+                 mutated=("result", "scale"), from_output_dtype=("dt",), fixed=(("scale_ub", None),)),
+        *(Spelling("QuantStaticVllm", "_C::static_scaled_fp8_quant", ("x", "s"), names=("input", "scale"),
+                   mutated=("result",), from_output_dtype=("dt",), fixed=(("group_shape", g),),
+                   guard=one_element_scale)
+          for g in (None, [-1, -1])),  # per-tensor group_shape: None or [-1, -1] (a list in FX kwargs)
+        Spelling("K_rmsnorm_fused_dynamic_quant", "vllm::rocm_aiter_rmsnorm_fused_dynamic_quant",
+                 ("x", "w", "eps", "dt")),
+        Spelling("K_rmsnorm_fused_add_dynamic_quant", "vllm::rocm_aiter_rmsnorm_fused_add_dynamic_quant",
+                 ("x", "r", "w", "eps", "dt")),
+        Spelling("K_rms_fp8_per_tensor_static_quant", "vllm::rocm_aiter_fused_rms_fp8_per_tensor_static_quant",
+                 ("x", "w", "eps", "s", "dt")),
+        Spelling("K_add_rms_fp8_per_tensor_static_quant",
+                 "vllm::rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant", ("x", "r", "w", "eps", "s", "dt")),
+    ),
+    "eqsat": (
+        Spelling("QuantToken", "eqsat::token_fp8_quant", ("x", "dt")),
+        Spelling("QuantStatic", "eqsat::static_fp8_quant", ("x", "s", "dt")),
+        Spelling("QuantTokenVllm", "eqsat::vllm_token_fp8_quant", ("x", "dt")),
+        Spelling("QuantStaticVllm", "eqsat::vllm_static_fp8_quant", ("x", "s", "dt")),
+        Spelling("K_rmsnorm_fused_dynamic_quant", "eqsat::rmsnorm_token_fp8_quant", ("x", "w", "eps", "dt")),
+        Spelling("K_rmsnorm_fused_add_dynamic_quant", "eqsat::rmsnorm_add_token_fp8_quant",
+                 ("x", "r", "w", "eps", "dt")),
+        Spelling("K_rms_fp8_per_tensor_static_quant", "eqsat::rmsnorm_static_fp8_quant", ("x", "w", "eps", "s", "dt")),
+        Spelling("K_add_rms_fp8_per_tensor_static_quant", "eqsat::rmsnorm_add_static_fp8_quant",
+                 ("x", "r", "w", "eps", "s", "dt")),
+    ),
+    "aten": (
+        Spelling("Reciprocal", "aten::reciprocal", ("x",)),
+        Spelling("AmaxLast", "aten::amax", ("x",), fixed=(("dim", (-1,)), ("keepdim", False))),
+    ),
+}
+
+# -- rules ---------------------------------------------------------------------------------------
+
+_F32X = '(Convert x "float32")'
+
+
+def _q(scale: str) -> str:
+    """vLLM's native tail: ``cast(clamp_max(clamp_min(float(x) * reciprocal(scale), -fmax), fmax), dt)``."""
+    return f"(Convert (ClampMax (ClampMin (Mul {_F32X} (Reciprocal {scale})) nf) fmax) dt)"
+
+
+def _fp8(fp8: str, fmax: float) -> tuple[str, ...]:
+    return (f'(= dt "{fp8}")', f"(= fmax {fmax!r})", "(= nf (neg fmax))")
+
+
+def lift_quant_token(fp8: str, fmax: float) -> Rule:
+    """Native per-token quant (``abs, amax(-1), unsqueeze, float, / fmax, clamp_min(1 / (fmax * 512))``
+    for the scale, then ``_q``) of a 2-D x is ``QuantTokenVllm``: the scale's reshape is the
+    unsqueeze because it keeps the row count and ends in 1. The query is cyclic (x twice), so it runs
+    staged (``rewrites.lift.staged``): egglog 13.2 may join a decomposed plan's bags unsoundly."""
+    scale = '(ClampMin (DivS (Convert (Reshape (AmaxLast (Abs x)) ss) "float32") fmax) lo)'
+    query = (f"(= __s {scale})", f"(= __q {_q('__s')})", *_fp8(fp8, fmax), "(= lo (/ 1.0 (* fmax 512.0)))",
+             *rank("x", 2), *rank("__s", 2), "(= (dim __s -1) 1)")
+    actions = ("(union __q (Get (QuantTokenVllm x dt) 0))", "(union __s (Get (QuantTokenVllm x dt) 1))")
+    return rule(f"lift-quant-token-{fp8.removeprefix('float8_')}", query, actions, family="lift")
+
+
+def lift_quant_static(fp8: str, fmax: float) -> Rule:
+    """Native static quant (``_q`` of a one-element fp32 scale) of a 2-D x is ``QuantStaticVllm``
+    (q stays 2-D, so the scale broadcast did not add a dim)."""
+    query = (f"(= __q {_q('s')})", *_fp8(fp8, fmax), *static_scale("s"), *rank("x", 2), *rank("__q", 2))
+    return rule(f"lift-quant-static-{fp8.removeprefix('float8_')}", query, ("(union __q (QuantStaticVllm x s dt))",),
+                family="lift")
+
+
+_FP8 = {dtype_name(d): ref.vllm_fp8_max(d) for d in (torch.float8_e4m3fnuz, torch.float8_e4m3fn)}
+
+RULES: tuple[Rule, ...] = (
+    rewrite("quant-static-inplace-q", "(Get (QuantStaticInplace x s dt) 0)", "(QuantStatic x s dt)", family="unlift"),
+    rewrite("quant-static-inplace-scale", "(Get (QuantStaticInplace x s dt) 1)", "s", family="unlift"),
+    rewrite("quant-token-vllm", "(QuantTokenVllm x dt)", "(QuantToken x dt)", numerics="rounding", family="lift"),
+    rewrite("quant-static-vllm", "(QuantStaticVllm x s dt)", "(QuantStatic x s dt)", numerics="rounding",
+            family="lift"),
+    *(r for fp8, fmax in _FP8.items() for r in staged(lift_quant_token(fp8, fmax), (RECIPROCAL, AMAX_LAST))),
+    *(lift_quant_static(fp8, fmax) for fp8, fmax in _FP8.items()),
+)

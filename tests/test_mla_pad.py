@@ -1,0 +1,326 @@
+"""Rules of the MLA dual rms_norm family (vLLM #12-#14) and of add + rms_norm + pad (#11).
+
+Each test is a before ≡ after pair: the optimized graph of ``before`` has exactly the ops of
+``after``, and on fresh inputs (another token count) both match ``before`` run unoptimized. The
+kernels are ``rounding`` rules (one rounding of the fp32 norm where vLLM-IR rounds twice), so bf16
+outputs are compared with ``assert_close``'s bf16 tolerance, (q, scale) pairs within
+``FP8_TOL_STEPS`` fp8 steps, and everything else (residuals, ``k_pe``) bit for bit.
+
+Extraction is the exact ILP: greedy DAG extraction values each output class on its own, so it never
+picks a multi-output kernel costlier than each output's own producer (the dual norm against either
+norm; the pad kernel against the norm the router GEMM also reads), see ``test_greedy_*``.
+"""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+import eqsat
+from eqsat.reference import fp8_step_error
+from tests.conftest import FP8, rand, targets, trace
+from tests.test_rules import FP8_TOL_STEPS, _norm
+
+vllm, vir, own, aten = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat, torch.ops.aten
+TOKENS = 8
+Q, KV, PE = 1536, 512, 64  # DeepSeek-V3's q_lora_rank, kv_lora_rank, qk_rope_head_dim
+
+TESTED_RULES = {
+    "mla-latents", "fuse-K_mla_dual_rms_norm", "unlift-K_mla_dual_rms_norm", "fuse-K_mla_dual_rms_norm_group_quant",
+    "unlift-K_mla_dual_rms_norm_group_quant", "fuse-K_mla_dual_rms_norm_per_token_quant",
+    "unlift-K_mla_dual_rms_norm_per_token_quant", "pad-to-multiple", "pad-to-multiple-amount", "slice-of-pad",
+    "fuse-K_add_rmsnorm_pad", "unlift-K_add_rmsnorm_pad",
+}
+
+
+def check_close(before, after, inputs, *, fires=(), quant: tuple[int, int, int] | None = None, atol: float = 1e-5,
+                **options) -> eqsat.Report:
+    """``tests.test_rules.check`` for these kernels; ``quant`` = (q index, scale index, group size)."""
+    options = {"extractor": "ilp", **options}
+    gm, after_gm, reference = trace(before, *inputs), trace(after, *inputs), trace(before, *inputs)
+    report = eqsat.optimize(gm, emit="always", strict=True, **options)
+    assert _norm(targets(gm)) == _norm(targets(after_gm)), gm.code
+    assert all(report.rules_fired.get(name, 0) > 0 for name in fires), report.rules_fired
+    fresh = [rand(5, *t.shape[1:], dtype=t.dtype, seed=7 + i) if t.dim() >= 2 and t.shape[0] == TOKENS else t
+             for i, t in enumerate(inputs)]
+    want = reference(*fresh)
+    for side in (gm, after_gm):
+        got = side(*fresh)
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            if quant is not None and i in quant[:2]:
+                continue
+            if g.dtype in (torch.bfloat16, torch.float16):
+                torch.testing.assert_close(g, w, atol=atol, rtol=1.6e-2)
+            else:
+                assert torch.equal(g, w)
+        if quant is not None:
+            qi, si, group = quant
+            assert fp8_step_error(got[qi], got[si], want[qi], want[si], group) <= FP8_TOL_STEPS
+    return report
+
+
+def latents(p):
+    q_c, kv_lora = p.split([Q, KV + PE], -1)
+    kv_c, k_pe = kv_lora.split([KV, PE], -1)
+    return q_c, kv_c, k_pe
+
+
+MLA = [rand(TOKENS, Q + KV + PE), rand(Q, seed=1), rand(KV, seed=2)]
+
+
+# -- #12: two norms, one launch ------------------------------------------------------------------
+
+@pytest.mark.parametrize(("q_eps", "kv_eps"), [(1e-6, 1e-6), (1e-6, 1e-5), (3e-4, 1e-6)])
+def test_fuse_mla_dual_rms_norm(q_eps, kv_eps):
+    def before(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        return vir.rms_norm(q_c, qw, q_eps), vir.rms_norm(kv_c, kvw, kv_eps), k_pe
+
+    def after(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        return (*vllm.fused_mla_dual_rms_norm(q_c, qw, kv_c, kvw, q_eps, kv_eps), k_pe)
+
+    check_close(before, after, MLA, fires=("mla-latents", "fuse-K_mla_dual_rms_norm"))
+
+
+def test_fuse_mla_dual_rms_norm_own_ops():
+    def before(p, qw, kvw):
+        q_c, kv_c, _ = latents(p)
+        return own.rms_norm(q_c, qw, 1e-6), own.rms_norm(kv_c, kvw, 1e-5)
+
+    def after(p, qw, kvw):
+        q_c, kv_c, _ = latents(p)
+        return own.mla_dual_rms_norm(q_c, qw, kv_c, kvw, 1e-6, 1e-5)
+
+    check_close(before, after, MLA, fires=("fuse-K_mla_dual_rms_norm",))
+
+
+def test_unlift_mla_dual_rms_norm_shares_kernel():
+    def before(p, qw, kvw):
+        q_c, kv_c, _ = latents(p)
+        qn, kvn = vllm.fused_mla_dual_rms_norm(q_c, qw, kv_c, kvw, 1e-6, 1e-5)
+        return qn, kvn, vir.rms_norm(q_c, qw, 1e-6)
+
+    def after(p, qw, kvw):
+        q_c, kv_c, _ = latents(p)
+        qn, kvn = vllm.fused_mla_dual_rms_norm(q_c, qw, kv_c, kvw, 1e-6, 1e-5)
+        return qn, kvn, qn
+
+    check_close(before, after, MLA, fires=("unlift-K_mla_dual_rms_norm",))
+
+
+# -- #14 / #13: the q side quantized, arriving unfused or already fused --------------------------
+
+def _q_group(q_c, qw, eps, fused):
+    if fused:
+        return vllm.rocm_aiter_rmsnorm_fp8_group_quant(q_c, qw, eps, 128)
+    return vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(q_c, qw, eps), 128)
+
+
+def _q_token(q_c, qw, eps, fused):
+    if fused:
+        return vllm.rocm_aiter_rmsnorm_fused_dynamic_quant(q_c, qw, eps, FP8)
+    return vllm.rocm_aiter_per_token_quant(vir.rms_norm(q_c, qw, eps), FP8)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["q-unfused", "q-fused"])
+def test_fuse_mla_dual_rms_norm_group_quant(fused):
+    def before(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        return (*_q_group(q_c, qw, 1e-6, fused), vir.rms_norm(kv_c, kvw, 1e-5), k_pe)
+
+    def after(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        return (*vllm.fused_mla_dual_rms_norm_group_quant(q_c, qw, kv_c, kvw, 1e-6, 1e-5, 128, False), k_pe)
+
+    fires = ("fuse-K_mla_dual_rms_norm_group_quant", *(("unlift-K_rmsnorm_fp8_group_quant",) if fused else ()))
+    check_close(before, after, MLA, fires=fires, quant=(0, 1, 128))
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["q-unfused", "q-fused"])
+def test_fuse_mla_dual_rms_norm_per_token_quant(fused):
+    def before(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        return (*_q_token(q_c, qw, 1e-6, fused), vir.rms_norm(kv_c, kvw, 1e-6), k_pe)
+
+    def after(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        return (*vllm.fused_mla_dual_rms_norm_per_token_quant(q_c, qw, kv_c, kvw, 1e-6, 1e-6), k_pe)
+
+    fires = ("fuse-K_mla_dual_rms_norm_per_token_quant",
+             *(("unlift-K_rmsnorm_fused_dynamic_quant",) if fused else ()))
+    check_close(before, after, MLA, fires=fires, quant=(0, 1, Q))
+
+
+@pytest.mark.parametrize(("kernel", "quant"), [
+    ("group_quant", lambda q_c, qw, kv_c, kvw: vllm.fused_mla_dual_rms_norm_group_quant(
+        q_c, qw, kv_c, kvw, 1e-6, 1e-5, 128, False)),
+    ("per_token_quant", lambda q_c, qw, kv_c, kvw: vllm.fused_mla_dual_rms_norm_per_token_quant(
+        q_c, qw, kv_c, kvw, 1e-6, 1e-5)),
+])
+def test_unlift_mla_dual_quant_shares_kernel(kernel, quant):
+    """The fused kernel in the graph serves an unfused twin of its kv norm."""
+    def before(p, qw, kvw):
+        q_c, kv_c, _ = latents(p)
+        q8, s, kvn = quant(q_c, qw, kv_c, kvw)
+        return q8, s, kvn, vir.rms_norm(kv_c, kvw, 1e-5)
+
+    def after(p, qw, kvw):
+        q_c, kv_c, _ = latents(p)
+        q8, s, kvn = quant(q_c, qw, kv_c, kvw)
+        return q8, s, kvn, kvn
+
+    check_close(before, after, MLA, fires=(f"unlift-K_mla_dual_rms_norm_{kernel}",))
+
+
+def test_mla_pairs_only_latents_of_one_projection():
+    """A q latent normed next to a slice of another tensor, or the kv latent of another projection,
+    is not a pair: the dual kernel would read rows of two different tensors."""
+    def before(p, qw, kvw, other):
+        q_c, kv_c, _ = latents(p)
+        _, other_kv, _ = latents(other)
+        return vir.rms_norm(q_c, qw, 1e-6), vir.rms_norm(other[:, :KV], kvw, 1e-6), vir.rms_norm(other_kv, kvw, 1e-6)
+
+    gm = trace(before, *MLA, rand(TOKENS, Q + KV + PE, seed=5))
+    report = eqsat.optimize(gm, strict=True, emit="always", extractor="ilp")
+    assert not report.rules_fired.get("fuse-K_mla_dual_rms_norm"), report.rules_fired
+    assert "vllm.fused_mla_dual_rms_norm.default" not in targets(gm)
+
+
+# -- #11: add + rms_norm + pad, the router GEMM reading the unpadded norm --------------------------
+
+def _pad_inputs(n: int) -> list[torch.Tensor]:
+    router_w = rand(32, n, seed=3) / n ** 0.5
+    return [rand(TOKENS, n), rand(TOKENS, n, seed=1), rand(n, seed=2), router_w, rand(32, seed=4)]
+
+
+@pytest.mark.parametrize(("n", "mult"), [(2880, 128), (2880, 256), (4096 + 64, 128), (4096 + 64, 256), (200, 256)])
+def test_fuse_add_rmsnorm_pad(n, mult):
+    """gpt-oss's 2880 on gfx942 (128) and gfx950 (256), and hidden sizes vLLM's pattern never sees."""
+    pad = -n % mult
+
+    def before(x, r, w, rw, rb):
+        normed, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return torch.nn.functional.pad(normed, (0, pad)), res, vllm.rocm_unquantized_gemm(normed, rw, rb)
+
+    def after(x, r, w, rw, rb):
+        padded, res = vllm.rocm_aiter_triton_add_rmsnorm_pad(x, w, 1e-5, r, mult)
+        return padded, res, vllm.rocm_unquantized_gemm(aten.slice.Tensor(padded, -1, 0, n), rw, rb)
+
+    check_close(before, after, _pad_inputs(n), atol=2e-2,
+                fires=("pad-to-multiple", "slice-of-pad", "fuse-K_add_rmsnorm_pad"))
+
+
+def test_fuse_add_rmsnorm_pad_own_ops():
+    def before(x, r, w):
+        normed, res = own.fused_add_rms_norm(x, r, w, 1e-6)
+        return torch.nn.functional.pad(normed, (0, 64)), res
+
+    def after(x, r, w):
+        return own.add_rmsnorm_pad(x, r, w, 1e-6, 128)
+
+    check_close(before, after, _pad_inputs(2880)[:3], fires=("fuse-K_add_rmsnorm_pad",))
+
+
+def test_unlift_add_rmsnorm_pad_shares_kernel():
+    """The kernel in the graph (mult 256) is the ATen pad by 192 of its norm: the twin pad goes."""
+    def before(x, r, w):
+        padded, res = vllm.rocm_aiter_triton_add_rmsnorm_pad(x, w, 1e-5, r, 256)
+        normed, _ = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return padded, res, torch.nn.functional.pad(normed, (0, 192))
+
+    def after(x, r, w):
+        padded, res = vllm.rocm_aiter_triton_add_rmsnorm_pad(x, w, 1e-5, r, 256)
+        return padded, res, padded
+
+    check_close(before, after, _pad_inputs(2880)[:3], fires=("unlift-K_add_rmsnorm_pad", "pad-to-multiple-amount"))
+
+
+@pytest.mark.parametrize("pad", [
+    lambda t: torch.nn.functional.pad(t, (64, 0)),  # on the left
+    lambda t: torch.nn.functional.pad(t, (0, 64), value=1.0),  # not with zeros
+    lambda t: torch.nn.functional.pad(t, (0, 0, 0, 64)),  # another dim
+], ids=["left", "nonzero", "rows"])
+def test_pad_that_is_not_a_right_zero_pad_is_left_alone(pad):
+    def before(x, r, w):
+        normed, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return pad(normed), res
+
+    gm = trace(before, *_pad_inputs(2880)[:3])
+    code = gm.code
+    report = eqsat.optimize(gm, strict=True, extractor="ilp")
+    assert not report.rules_fired.get("fuse-K_add_rmsnorm_pad") and gm.code == code
+
+
+def test_pad_of_a_norm_without_residual_is_left_alone():
+    """vLLM's kernel op takes a residual: a plain rms_norm + pad has no fused form here."""
+    def before(x, w):
+        return torch.nn.functional.pad(vir.rms_norm(x, w, 1e-5), (0, 64))
+
+    gm = trace(before, rand(TOKENS, 2880), rand(2880))
+    code = gm.code
+    eqsat.optimize(gm, strict=True, extractor="ilp")
+    assert gm.code == code
+
+
+# -- extraction, rule order, query plans -----------------------------------------------------------
+
+def _mla_group(p, qw, kvw):
+    q_c, kv_c, k_pe = latents(p)
+    return (*_q_group(q_c, qw, 1e-6, False), vir.rms_norm(kv_c, kvw, 1e-5), k_pe)
+
+
+def _pad_router(x, r, w, rw, rb):
+    normed, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+    return torch.nn.functional.pad(normed, (0, 64)), res, vllm.rocm_unquantized_gemm(normed, rw, rb)
+
+
+@pytest.mark.parametrize(("f", "inputs", "kernel"), [
+    (_mla_group, MLA, "vllm.fused_mla_dual_rms_norm_group_quant.default"),
+    (_pad_router, _pad_inputs(2880), "vllm.rocm_aiter_triton_add_rmsnorm_pad.default"),
+], ids=["mla", "pad"])
+def test_shuffled_rule_orders_extract_the_same_graph(f, inputs, kernel):
+    baseline = trace(f, *inputs)
+    eqsat.optimize(baseline, strict=True, extractor="ilp")
+    assert kernel in targets(baseline)
+    rules = eqsat.Options().active_rules()
+    for order in (tuple(reversed(rules)), tuple(random.Random(1).sample(rules, len(rules)))):
+        gm = trace(f, *inputs)
+        eqsat.optimize(gm, strict=True, extractor="ilp", rules=order)
+        assert gm.code == baseline.code
+
+
+@pytest.mark.xfail(strict=True, reason="greedy DAG extraction costs each output class alone: a multi-output "
+                   "kernel dearer than every output's own producer is never chosen")
+@pytest.mark.parametrize(("f", "inputs", "kernel"), [
+    (_mla_group, MLA, "vllm.fused_mla_dual_rms_norm_group_quant.default"),
+    (_pad_router, _pad_inputs(2880), "vllm.rocm_aiter_triton_add_rmsnorm_pad.default"),
+], ids=["mla", "pad"])
+def test_greedy_extraction_picks_the_multi_output_kernel(f, inputs, kernel):
+    greedy, ilp = trace(f, *inputs), trace(f, *inputs)
+    eqsat.optimize(greedy, strict=True)
+    eqsat.optimize(ilp, strict=True, extractor="ilp")
+    assert kernel in targets(ilp)
+    assert targets(greedy) == targets(ilp)
+
+
+def test_fuse_rules_plan_as_one_bag():
+    """egglog 13.2 joins the bags of a decomposed query plan unsoundly (``rewrites/lift.py``): every
+    rule of these families must plan as one bag on a graph where they all match."""
+    from tests.test_lift import _plan
+
+    def every(p, qw, kvw, x, r, w, rw, rb):
+        q_c, kv_c, _ = latents(p)
+        return (*_q_group(q_c, qw, 1e-6, False), *_q_token(q_c, qw, 1e-6, True), vir.rms_norm(kv_c, kvw, 1e-5),
+                *vllm.fused_mla_dual_rms_norm(q_c, qw, kv_c, kvw, 1e-6, 1e-5),
+                *vllm.fused_mla_dual_rms_norm_group_quant(q_c, qw, kv_c, kvw, 1e-6, 1e-5, 128, False),
+                *vllm.fused_mla_dual_rms_norm_per_token_quant(q_c, qw, kv_c, kvw, 1e-6, 1e-5),
+                *_pad_router(x, r, w, rw, rb), *vllm.rocm_aiter_triton_add_rmsnorm_pad(x, w, 1e-5, r, 256))
+
+    from eqsat.fx_in import import_graph
+    from eqsat.vocab.spellings import default_index
+    imported = import_graph(trace(every, *MLA, *_pad_inputs(2880)), eqsat.DEFAULT_CATALOG, default_index())
+    plans = {name: _plan(name, imported) for name in TESTED_RULES}
+    assert all(p == "single" for p in plans.values()), plans

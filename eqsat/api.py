@@ -120,7 +120,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         rules = options.active_rules()
         if engine is None:
             engine = load.Engine(options.catalog, rules)
-        elif engine.key != load.engine_key(options.catalog, rules):
+        elif not engine.serves(options.catalog, rules):
             raise ValueError("the engine was prepared for other rules or another catalog")
     with engine.scope() as egraph:
         with stage("load"):

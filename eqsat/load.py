@@ -84,17 +84,21 @@ class Engine:
 
     Declaring costs tens of milliseconds (egglog compiles every rule), loading a graph about 0.2 ms
     a term: so one engine serves many graphs, each inside ``scope()`` (egglog push/pop), which
-    leaves the engine exactly as declared afterwards. ``key`` names what was declared.
+    leaves the engine exactly as declared afterwards. ``serves`` says whether it was declared for a
+    given catalog and rule list.
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
         self.constructors = constructors(catalog)
-        self.key = engine_key(catalog, rules)
+        self.catalog, self.rules = catalog, tuple(rules)
         self.egraph = eb.EGraph()
         program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         program += [r.egglog(RULESET) for r in rules]
         self.egraph.run_program(*self.egraph.parse_program("\n".join(program)))
+
+    def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
+        return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
 
     @contextmanager
     def scope(self) -> Iterator[eb.EGraph]:
@@ -108,7 +112,3 @@ class Engine:
         """Add the imported terms and facts (call inside ``scope()``)."""
         rule = eb.RuleCommand(eb.Rule(_SPAN, term_actions(imported), [], "load", "load"))
         self.egraph.run_program(rule, *self.egraph.parse_program("(run load 1)"))
-
-
-def engine_key(catalog: Catalog, rules: Sequence[Rule]) -> str:
-    return catalog.fingerprint() + "\n" + "\n".join(r.egglog(RULESET) for r in rules)

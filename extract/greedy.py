@@ -4,7 +4,8 @@ Both run a worklist fixpoint over e-nodes: a node is evaluated once all its chil
 best entry, and a class's best is replaced only on strict improvement, after which its parents are
 re-queued. ``greedy_dag`` values a node by the cost of the *set* of e-nodes it uses (own node plus
 the union of its children's sets, so shared sub-DAGs count once); sets are Python-int bitsets over
-node indices. ``tree_greedy`` values a node by its own cost plus its children's costs (a tree cost).
+node indices, and then takes multi-output kernels whole where that is cheaper (``extract.improve``).
+``tree_greedy`` values a node by its own cost plus its children's costs (a tree cost).
 
 Costs must be non-negative (a negative one raises :class:`ExtractionError`). Invariants of the
 returned selection:
@@ -25,6 +26,7 @@ import numpy as np
 
 from extract.base import CostFn, ExtractionError
 from extract.egraph import EGraph, Selection
+from extract.improve import switch_multi_output
 
 _REL_TOL = 1e-12
 _Best = dict[int, tuple[float, object, int]]
@@ -190,7 +192,8 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
         return total + own[i], acc | (1 << i)
 
     first, order = _fixpoint(egraph, own, kids, best, value)
-    return _finish(egraph, kids, best, first, order)
+    selection = _finish(egraph, kids, best, first, order)
+    return switch_multi_output(egraph, selection, {c: b[2] for c, b in best.items()}, cost)
 
 
 def tree_greedy(egraph: EGraph, cost: CostFn) -> Selection:

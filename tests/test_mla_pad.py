@@ -292,8 +292,6 @@ def test_shuffled_rule_orders_extract_the_same_graph(f, inputs, kernel):
         assert gm.code == baseline.code
 
 
-@pytest.mark.xfail(strict=True, reason="greedy DAG extraction costs each output class alone: a multi-output "
-                   "kernel dearer than every output's own producer is never chosen")
 @pytest.mark.parametrize(("f", "inputs", "kernel"), [
     (_mla_group, MLA, "vllm.fused_mla_dual_rms_norm_group_quant.default"),
     (_pad_router, _pad_inputs(2880), "vllm.rocm_aiter_triton_add_rmsnorm_pad.default"),

@@ -1,0 +1,125 @@
+"""Local improvement of a DAG selection: take every output of a multi-output e-node at once.
+
+Greedy DAG extraction values each e-class on its own, so a multi-output kernel that is dearer than
+each output's own producer, but cheaper than all of them together (a dual-norm kernel, norm + pad),
+is never chosen. ``switch_multi_output`` tries, for every tuple-valued e-class, switching every live
+class that has one of its projections ``Get(t, i)`` to that projection at once, and keeps the
+switch when the DAG cost drops; within the same try, a live class may follow by reading one of the
+new outputs through another of its e-nodes (a slice of a padded output) where that is cheaper. Costs are kept incrementally with reference counts (a class dies
+when no live parent or root uses it), so each try costs the size of what it changes, not of the
+graph. The result passes ``check``; if a switch ever closed a cycle, the input selection is returned.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from extract.base import CostFn, ExtractionError, reachable
+from extract.egraph import EGraph, Selection
+
+_EPS = 1e-9
+
+
+class _Dag:
+    def __init__(self, egraph: EGraph, selection: Selection, choices: Selection, cost: CostFn) -> None:
+        self.eg, self.choices = egraph, choices
+        self.own = [float(cost(n)) for n in egraph.nodes]
+        self.kids = [tuple(dict.fromkeys(n.children)) for n in egraph.nodes]
+        self.cur = dict(selection)
+        self.refs: Counter[int] = Counter(egraph.roots)
+        for i in selection.values():
+            self.refs.update(self.kids[i])
+        self.log: list[tuple[str, int, object]] = []
+
+    def _set(self, c: int, i: int | None) -> None:
+        self.log.append(("cur", c, self.cur.get(c)))
+        if i is None:
+            self.cur.pop(c, None)
+        else:
+            self.cur[c] = i
+
+    def _add(self, k: int, by: int) -> float:
+        """Change the uses of class ``k`` by ``by`` (+1/-1); the cost of what comes alive or dies."""
+        delta, todo = 0.0, [(k, by)]
+        while todo:
+            c, d = todo.pop()
+            self.log.append(("refs", c, self.refs[c]))
+            self.refs[c] += d
+            if d > 0 and self.refs[c] == 1:  # comes alive
+                if c not in self.cur:
+                    self._set(c, self.choices[c])
+                i = self.cur[c]
+                delta += self.own[i]
+                todo.extend((kk, 1) for kk in self.kids[i])
+            elif d < 0 and self.refs[c] == 0:  # dies
+                i = self.cur[c]
+                delta -= self.own[i]
+                todo.extend((kk, -1) for kk in self.kids[i])
+        return delta
+
+    def switch(self, c: int, i: int) -> float:
+        old = self.cur[c]
+        self._set(c, i)
+        delta = self.own[i] - self.own[old]
+        for k in self.kids[i]:
+            delta += self._add(k, 1)
+        for k in self.kids[old]:
+            delta += self._add(k, -1)
+        return delta
+
+    def undo(self, mark: int) -> None:
+        while len(self.log) > mark:
+            kind, key, old = self.log.pop()
+            if kind == "refs":
+                self.refs[key] = old  # type: ignore[assignment]
+            elif old is None:
+                self.cur.pop(key, None)
+            else:
+                self.cur[key] = old  # type: ignore[assignment]
+
+
+def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection, cost: CostFn) -> Selection:
+    """``selection`` improved by whole-kernel switches (see the module docstring); ``choices`` gives a
+    choice for every class that may come alive (the extractor's best per class)."""
+    projections: dict[int, list[tuple[int, int]]] = {}
+    for i, n in enumerate(egraph.nodes):
+        if n.op == "Get" and n.children and n.children[0] in choices:
+            projections.setdefault(n.children[0], []).append((i, n.eclass))
+    users: dict[int, list[int]] = {}  # e-class -> e-nodes that read it
+    for i, n in enumerate(egraph.nodes):
+        for k in set(n.children):
+            users.setdefault(k, []).append(i)
+    dag = _Dag(egraph, selection, choices, cost)
+    changed = False
+    for gets in projections.values():
+        live = [(i, g) for i, g in gets if dag.refs[g] > 0]
+        todo = [(i, g) for i, g in live if dag.cur.get(g) != i]
+        if len({g for _, g in live}) != len(live) or not live:
+            continue
+        mark = len(dag.log)
+        delta = sum(dag.switch(g, i) for i, g in todo)
+        # a live value the new kernel also yields, read through another e-node of its class (the
+        # unpadded norm as a slice of the padded output): follow the switch where that is cheaper
+        for _, g in live:
+            for j in users.get(g, []):
+                c = egraph.nodes[j].eclass
+                if dag.refs[c] > 0 and dag.cur.get(c) != j:
+                    inner = len(dag.log)
+                    step = dag.switch(c, j)
+                    if step < -_EPS:
+                        delta += step
+                    else:
+                        dag.undo(inner)
+        if delta < -_EPS:
+            changed = True
+            dag.log.clear()
+        else:
+            dag.undo(mark)
+    if not changed:
+        return selection
+    out = {c: i for c, i in dag.cur.items() if dag.refs[c] > 0}
+    try:
+        keep = reachable(egraph, out)
+    except ExtractionError:
+        return selection
+    return {c: out[c] for c in keep}

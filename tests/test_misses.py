@@ -1,0 +1,49 @@
+"""Cases vLLM's hand-written passes silently miss: decided by cost here, or correctly left alone."""
+
+from __future__ import annotations
+
+import torch
+
+import eqsat
+from eqsat.reference import fp8_step_error
+from tests.conftest import rand, targets, trace
+
+own = torch.ops.eqsat
+FN, FNUZ = torch.float8_e4m3fn, torch.float8_e4m3fnuz
+
+
+def test_third_bf16_consumer_is_decided_by_cost():
+    """rms_norm feeding two quants and a bf16 user: vLLM's Double pattern needs exactly two consumers."""
+    def f(x, w):
+        y = own.rms_norm(x, w, 1e-6)
+        q1, s1 = own.group_fp8_quant(y, 128, FN)
+        q2, s2 = own.group_fp8_quant(y, 64, FN)
+        return q1, s1, q2, s2, y * 2
+
+    x, w = rand(8, 512), rand(512)
+    for sizes in (1, 4096):
+        gm = trace(f, x, w)
+        ref = gm(rand(5, 512, seed=9), w)
+        report = eqsat.optimize(gm, strict=True, profile="h200", sizes=sizes)
+        assert report.predicted_after_us <= report.predicted_before_us
+        got = gm(rand(5, 512, seed=9), w)
+        assert torch.equal(got[4], ref[4])  # the bf16 user still sees the rounded norm
+        assert fp8_step_error(got[0], got[1], ref[0], ref[1], 128) <= 1.25
+        assert fp8_step_error(got[2], got[3], ref[2], ref[3], 64) <= 1.25
+        assert "eqsat.rms_norm.default" in targets(gm)
+
+
+def test_fnuz_and_fn_quants_are_never_merged():
+    """A fused kernel already quantizing to e4m3fnuz does not stand in for an e4m3fn quant."""
+    def f(x, w):
+        q1, s1 = own.rmsnorm_fp8_group_quant(x, w, 1e-6, 128, FNUZ)
+        q2, s2 = own.group_fp8_quant(own.rms_norm(x, w, 1e-6), 128, FN)
+        return q1, s1, q2, s2
+
+    gm = trace(f, rand(8, 512), rand(512))
+    eqsat.optimize(gm, strict=True)
+    out = gm(rand(5, 512, seed=3), rand(512))
+    assert out[0].dtype == FNUZ and out[2].dtype == FN
+    kernels = [n for n in gm.graph.nodes if n.target is own.rmsnorm_fp8_group_quant.default]
+    assert {n.args[4] for n in kernels} <= {FNUZ, FN} and len(kernels) in (1, 2)
+    assert any(n.args[4] == FNUZ for n in kernels)

@@ -15,8 +15,9 @@ Fixed constructors:
   says which e-class each FX node landed in. Never extracted.
 
 Facts, set by the importer from ``node.meta["val"]`` for every tensor value:
-``(dtype t)`` dtype name, ``(shape t)`` shape key, ``(ndim t)``, ``(dim t k)`` for each concrete dim
-(``k`` negative, counted from the end), and the relation ``(contiguous t)``. ``(dtype-ok K d)`` lists
+``(dtype t)`` dtype name, ``(shape t)`` shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it
+is concrete (the only dim a rule reads; other dims are compared through the shape key), and the
+relation ``(contiguous t)``. ``(dtype-ok K d)`` lists
 the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
 

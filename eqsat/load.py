@@ -59,9 +59,8 @@ def _fact_actions(i: int, f: TensorFacts) -> list[object]:
         eb.Set(_SPAN, "shape", [v], _lit(",".join(str(d) for d in f.shape))),
         eb.Set(_SPAN, "ndim", [v], _lit(len(f.shape))),
     ]
-    for k, d in enumerate(f.shape):
-        if isinstance(d, int):
-            acts.append(eb.Set(_SPAN, "dim", [v, _lit(k - len(f.shape))], _lit(d)))
+    if f.shape and isinstance(f.shape[-1], int):  # rules read the last dim only (eqsat.ir)
+        acts.append(eb.Set(_SPAN, "dim", [v, _lit(-1)], _lit(f.shape[-1])))
     if f.contiguous:
         acts.append(eb.Expr_(_SPAN, _call("contiguous", v)))
     return acts

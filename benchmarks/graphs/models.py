@@ -1,0 +1,348 @@
+"""Model-shaped post-grad graphs: the norm and quant parts of real decoder layers, in vLLM's ops.
+
+Each builder returns an ``fx.GraphModule`` as Inductor hands it to a post-grad pass: vLLM's ops
+(``vllm_ir.rms_norm`` / ``fused_add_rms_norm``, ``vllm.rocm_aiter_group_fp8_quant`` with G = 128,
+...), ``meta["val"]`` fake tensors, one symbolic token dim, weights as placeholders, and every
+``view`` turned into ``reshape`` (Inductor's ``view_to_reshape`` runs before post-grad passes).
+GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so they stay leaves.
+
+- ``deepseek_v3(layers)``: DeepSeek-V3 (fp8 block quant, TP 8) decoder layers, residual stream
+  chained: fused-add input norm -> group quant -> fused qkv_a GEMM; split [1536, 512 + 64];
+  q_a norm -> group quant -> q_b GEMM; kv_a norm on the 512 part (a split view); MLA attention;
+  group quant -> o_proj; post-attention fused-add norm -> group quant -> gate_up GEMM;
+  silu_and_mul -> group quant -> down GEMM (the dense MLP of layers 0-2, the shared expert of the
+  MoE layers). One layer is traced, the rest are node copies (61 layers build in well under 1 s).
+- ``deepseek_v3_moe(layers)``: the same with the MoE block: the post-attention normed output
+  also feeds the router GEMM and the routed experts in bf16 (three consumers, not one).
+- ``deepseek_v32_indexer()``: one rms_norm whose output goes through a view into two group quants
+  (vLLM pattern #6, the DeepSeek-V3.2 indexer's q_c).
+- Outside the family the baseline implements (vLLM patterns #7, #1/#2/#8/#9, #11), written in
+  vLLM's spelling so that a catalog without the kernel honestly reports 0 fusions:
+  ``qwen3_next_gated_norm()`` (native RMSNormGated -> reshape -> group quant; fp8 models run the
+  gated norm native, so there is no ``fla_rms_norm_gated`` node), ``llama_fp8_static()`` /
+  ``llama_fp8_per_token()`` (fused-add norm -> static per-tensor / dynamic per-token quant, as
+  ``auto_functionalized(rocm_aiter_per_tensor_quant)`` / ``rocm_aiter_per_token_quant``),
+  ``gpt_oss_router_pad()`` (fused-add norm -> router GEMM + pad to 2944).
+
+``GRAPHS`` names every single-graph builder. Stand-in ops are defined once per process and never
+override an op that already exists (e.g. when the real vLLM is imported).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.nn.functional as F
+from torch._dynamo.source import ConstantSource
+from torch._inductor.decomposition import select_decomp_table
+from torch._inductor.fx_passes.post_grad import view_to_reshape
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+import eqsat  # noqa: F401  (registers torch.ops.eqsat.*, e.g. silu_and_mul)
+from eqsat.ops import define_op
+from eqsat.vocab.vllm_standins import register_vllm_standins, standin_fp8_dtype
+
+BF16, F32 = torch.bfloat16, torch.float32
+G = 128
+TOKENS_HINT = 8
+_LIBS: dict[str, torch.library.Library] = globals().get("_LIBS", {})
+
+
+# -- opaque stand-ins ---------------------------------------------------------------------------------
+
+
+def _fp8() -> torch.dtype:
+    return standin_fp8_dtype() or torch.float8_e4m3fnuz
+
+
+def _out(x: torch.Tensor, n: Any, dtype: torch.dtype = BF16) -> torch.Tensor:
+    return x.new_empty([*x.shape[:-1], n], dtype=dtype)
+
+
+def _dequant(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return (q.float().unflatten(-1, (-1, G)) * s.unsqueeze(-1)).flatten(-2)
+
+
+def register_ops() -> None:
+    """vLLM's stand-ins, the opaque ``eqsat_bench::*`` leaves, and the vLLM ops the graphs need that
+    ``register_vllm_standins`` may not define (each defined only if missing)."""
+    register_vllm_standins()
+    bench = [
+        ("fp8_gemm(Tensor x, Tensor x_scale, Tensor w) -> Tensor",  # W8A8 block-scaled GEMM, bf16 out
+         lambda x, s, w: (_dequant(x, s) @ w.float().t()).to(BF16), lambda x, s, w: _out(x, w.shape[0])),
+        ("gemm(Tensor x, Tensor w) -> Tensor",  # fp8 per-tensor / per-token GEMM (scales folded), bf16 out
+         lambda x, w: (x.float() @ w.float().t()).to(BF16), lambda x, w: _out(x, w.shape[0])),
+        ("mla_attention(Tensor q, Tensor kv_c, Tensor k_pe, SymInt heads) -> Tensor",
+         lambda q, kv, pe, h: q.new_zeros([q.shape[0], h * 128]), lambda q, kv, pe, h: _out(q, h * 128)),
+        ("attention(Tensor qkv, SymInt out) -> Tensor",
+         lambda qkv, n: qkv.new_zeros([qkv.shape[0], n]), lambda qkv, n: _out(qkv, n)),
+        ("fused_moe(Tensor x, Tensor router_logits) -> Tensor",
+         lambda x, r: x.clone(), lambda x, r: x.new_empty(x.shape)),
+        ("gdn_core(Tensor x, SymInt heads, SymInt head_dim) -> (Tensor, Tensor)",
+         lambda x, h, d: (x.new_zeros([x.shape[0] * h, d]),) * 2,
+         lambda x, h, d: (x.new_empty([x.shape[0] * h, d]), x.new_empty([x.shape[0] * h, d]))),
+    ]
+    for schema, impl, fake in bench:
+        define_op(_LIBS, "eqsat_bench", schema, impl, fake)
+    vllm = [  # exact vLLM 0.33.0 schemas (reference/vllm-facts.md §3.1)
+        ("rocm_unquantized_gemm(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+         lambda x, w, b=None: F.linear(x, w, b), lambda x, w, b=None: _out(x, w.shape[0], x.dtype)),
+        ("rocm_aiter_per_token_quant(Tensor x, ScalarType quant_dtype, Tensor? scale=None) -> (Tensor, Tensor)",
+         _per_token_quant, lambda x, dt, scale=None: (x.new_empty(x.shape, dtype=dt), _out(x, 1, F32))),
+        ("rocm_aiter_per_tensor_quant(Tensor(a0!) out, Tensor x, Tensor(a2!) scale, bool is_dynamic) -> ()",
+         _per_tensor_quant, lambda out, x, scale, dyn: None),
+    ]
+    for schema, impl, fake in vllm:
+        define_op(_LIBS, "vllm", schema, impl, fake)
+
+
+def _per_token_quant(x: torch.Tensor, dt: torch.dtype, scale: torch.Tensor | None = None) -> Any:
+    fmax = torch.finfo(dt).max
+    s = (x.float().abs().amax(-1, keepdim=True) / fmax).clamp_min(1e-10)
+    return (x.float() / s).clamp(-fmax, fmax).to(dt), s
+
+
+def _per_tensor_quant(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, is_dynamic: bool) -> None:
+    fmax = torch.finfo(out.dtype).max
+    if is_dynamic:
+        scale.copy_((x.float().abs().amax() / fmax).clamp_min(1e-10).reshape(scale.shape))
+    out.copy_((x.float() / scale).clamp(-fmax, fmax).to(out.dtype))
+
+
+# -- tracing ------------------------------------------------------------------------------------------
+
+Spec = tuple[tuple[int, ...], torch.dtype, bool]  # shape, dtype, whether a token dim leads the shape
+
+
+def tok(*shape: int, dtype: torch.dtype = BF16) -> Spec:
+    """An activation ``[tokens, *shape]``."""
+    return (shape, dtype, True)
+
+
+def weight(*shape: int, dtype: torch.dtype = BF16) -> Spec:
+    return (shape, dtype, False)
+
+
+def trace(f: Callable[..., object], specs: Sequence[Spec]) -> fx.GraphModule:
+    """``make_fx`` over fake inputs: token-dim inputs share one symbol, weights keep static shapes
+    (``eqsat.capture.trace_tokens`` makes dim 0 of every 2-D input symbolic, weights included).
+    Inductor's decompositions apply (casts become ``prims.convert_element_type``) and views become
+    reshapes, as Inductor's ``view_to_reshape`` leaves them for post-grad passes."""
+    register_ops()
+    shape_env = ShapeEnv()
+    mode = FakeTensorMode(shape_env=shape_env)
+    tokens = shape_env.create_symintnode(shape_env.create_symbol(TOKENS_HINT, ConstantSource("tokens")),
+                                         hint=TOKENS_HINT)
+    with mode:
+        fakes = [torch.empty((tokens, *shape) if is_tok else shape, dtype=dt) for shape, dt, is_tok in specs]
+        gm = make_fx(f, select_decomp_table(), tracing_mode="real")(*fakes)
+    view_to_reshape(gm)
+    gm.graph.eliminate_dead_code()  # e.g. the unused getitem 0 of an auto_functionalized `-> ()` op
+    gm.recompile()
+    return gm
+
+
+def stack(layer: fx.GraphModule, layers: int, carried: int) -> fx.GraphModule:
+    """``layers`` copies of ``layer`` chained: the first ``carried`` outputs of copy i are the first
+    ``carried`` inputs of copy i + 1 (the residual stream); every other input (the weights) is a
+    fresh placeholder per copy. Nodes are copied with their meta (fake values shared)."""
+    graph = fx.Graph()
+    placeholders = [n for n in layer.graph.nodes if n.op == "placeholder"]
+    carry: list[fx.Node] = []
+    outputs: list[Any] = []
+    for i in range(layers):
+        env: dict[fx.Node, fx.Node] = {}
+        for k, ph in enumerate(placeholders):
+            if k < carried and carry:
+                env[ph] = carry[k]
+            else:
+                base = ph.name.removesuffix("_1")  # make_fx names the placeholder of `x` "x_1"
+                env[ph] = graph.placeholder(f"{base}_l{i}" if k >= carried else base)
+                env[ph].meta = dict(ph.meta)
+        for node in layer.graph.nodes:
+            if node.op == "placeholder":
+                continue
+            if node.op == "output":
+                outputs = list(fx.map_arg(node.args[0], env.__getitem__))
+            else:
+                env[node] = graph.node_copy(node, env.__getitem__)
+        carry = outputs[:carried]
+    graph.output(tuple(outputs))
+    return fx.GraphModule(layer, graph)
+
+
+# -- DeepSeek-V3 --------------------------------------------------------------------------------------
+
+DSV3 = dict(hidden=7168, q_lora=1536, kv_lora=512, rope=64, heads=128, qk_head=192, inter=18432,
+            shared_inter=2048, experts=256, eps=1e-6)
+
+
+def _ops() -> tuple[Any, Any, Any]:
+    register_ops()
+    return torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat_bench
+
+
+def deepseek_v3_layer(tp: int = 8, moe: bool = False) -> fx.GraphModule:
+    """One DeepSeek-V3 decoder layer (see the module docstring); inputs (x, residual, weights...),
+    outputs (mlp_out, residual)."""
+    vllm, vir, bench = _ops()
+    c = DSV3
+    hidden, eps, heads = c["hidden"], c["eps"], c["heads"] // tp
+    inter = (c["shared_inter"] if moe else c["inter"]) // tp
+    quant = vllm.rocm_aiter_group_fp8_quant
+
+    def dense(x, residual, w_in, w_qkv_a, w_qa, w_kva, w_qb, w_o, w_post, w_gu, w_down):
+        h, residual = vir.fused_add_rms_norm(x, residual, w_in, eps)
+        qkv = bench.fp8_gemm(*quant(h, G), w_qkv_a)
+        q_c, kv_lora = qkv.split([c["q_lora"], c["kv_lora"] + c["rope"]], dim=-1)
+        kv_c, k_pe = kv_lora.split([c["kv_lora"], c["rope"]], dim=-1)
+        q = bench.fp8_gemm(*quant(vir.rms_norm(q_c, w_qa, eps), G), w_qb)
+        attn = bench.mla_attention(q, vir.rms_norm(kv_c, w_kva, eps), k_pe, heads)
+        o = bench.fp8_gemm(*quant(attn, G), w_o)
+        h2, residual = vir.fused_add_rms_norm(o, residual, w_post, eps)
+        gate_up = bench.fp8_gemm(*quant(h2, G), w_gu)
+        out = bench.fp8_gemm(*quant(torch.ops.eqsat.silu_and_mul(gate_up), G), w_down)
+        return out, residual, h2
+
+    def layer(x, residual, w_in, w_qkv_a, w_qa, w_kva, w_qb, w_o, w_post, w_gu, w_down):
+        return dense(x, residual, w_in, w_qkv_a, w_qa, w_kva, w_qb, w_o, w_post, w_gu, w_down)[:2]
+
+    def moe_layer(x, residual, w_in, w_qkv_a, w_qa, w_kva, w_qb, w_o, w_post, w_gu, w_down, w_router):
+        shared, residual, h2 = dense(x, residual, w_in, w_qkv_a, w_qa, w_kva, w_qb, w_o, w_post, w_gu, w_down)
+        return shared + bench.fused_moe(h2, vllm.rocm_unquantized_gemm(h2, w_router)), residual
+
+    fp8 = _fp8()
+    specs = [tok(hidden), tok(hidden), weight(hidden), weight(c["q_lora"] + c["kv_lora"] + c["rope"], hidden, dtype=fp8),
+             weight(c["q_lora"]), weight(c["kv_lora"]), weight(heads * c["qk_head"], c["q_lora"], dtype=fp8),
+             weight(hidden, heads * 128, dtype=fp8), weight(hidden), weight(2 * inter, hidden, dtype=fp8),
+             weight(hidden, inter, dtype=fp8)]
+    if moe:
+        specs.append(weight(c["experts"], hidden))
+    return trace(moe_layer if moe else layer, specs)
+
+
+def deepseek_v3(layers: int = 1, tp: int = 8) -> fx.GraphModule:
+    return stack(deepseek_v3_layer(tp), layers, carried=2)
+
+
+def deepseek_v3_moe(layers: int = 1, tp: int = 8) -> fx.GraphModule:
+    return stack(deepseek_v3_layer(tp, moe=True), layers, carried=2)
+
+
+def deepseek_v32_indexer(eps: float = 1e-6) -> fx.GraphModule:
+    """q_c -> rms_norm -> view(-1, 1536) -> two group quants (q_b_proj and the indexer's wq_b)."""
+    vllm, vir, bench = _ops()
+    q_lora = DSV3["q_lora"]
+    fp8 = _fp8()
+
+    def f(q_c, w, w_qb, w_idx):
+        y = vir.rms_norm(q_c, w, eps).view(-1, q_lora)
+        return (bench.fp8_gemm(*vllm.rocm_aiter_group_fp8_quant(y, G), w_qb),
+                bench.fp8_gemm(*vllm.rocm_aiter_group_fp8_quant(y, G), w_idx))
+
+    return trace(f, [tok(q_lora), weight(q_lora), weight(16 * 192, q_lora, dtype=fp8),
+                     weight(64 * 128, q_lora, dtype=fp8)])
+
+
+# -- outside the baseline's family --------------------------------------------------------------------
+
+
+def qwen3_next_gated_norm(heads: int = 8, head_dim: int = 128, hidden: int = 2048, eps: float = 1e-6) -> fx.GraphModule:
+    """Qwen3-Next GDN output (TP 4, flat ``(T*H, D)`` layout): native RMSNormGated (fp8 models run
+    it native, vllm-facts §4.4-4.5: fp32 norm, times w, times silu(z) as neg/exp/add/div, cast)
+    -> reshape(-1, H*D) -> group quant -> out_proj."""
+    vllm, _, bench = _ops()
+    fp8 = _fp8()
+
+    def f(x, w_norm, w_out):
+        core, z = bench.gdn_core(x, heads, head_dim)
+        x32, z32 = core.float(), z.float()
+        y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w_norm.float()
+        y = (y * (z32 / (1 + torch.exp(-z32)))).to(BF16).reshape(-1, heads * head_dim)  # silu as Inductor spells it
+        return bench.fp8_gemm(*vllm.rocm_aiter_group_fp8_quant(y, G), w_out)
+
+    return trace(f, [tok(hidden), weight(head_dim), weight(hidden, heads * head_dim, dtype=fp8)])
+
+
+LLAMA = dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, inter=14336, eps=1e-5)
+
+
+def _llama(quant: Callable[..., torch.Tensor], epilogue: Callable[[], None] = lambda: None) -> fx.GraphModule:
+    vllm, vir, bench = _ops()
+    c = LLAMA
+    hidden, eps = c["hidden"], c["eps"]
+    qkv_out = (c["heads"] + 2 * c["kv_heads"]) * c["head_dim"]
+    fp8 = _fp8()
+
+    def f(x, residual, w_in, s_qkv, w_qkv, s_o, w_o, w_post, s_gu, w_gu, s_down, w_down):
+        h, residual = vir.fused_add_rms_norm(x, residual, w_in, eps)
+        attn = bench.attention(bench.gemm(quant(h, s_qkv), w_qkv), c["heads"] * c["head_dim"])
+        o = bench.gemm(quant(attn, s_o), w_o)
+        h2, residual = vir.fused_add_rms_norm(o, residual, w_post, eps)
+        gate_up = bench.gemm(quant(h2, s_gu), w_gu)
+        out = bench.gemm(quant(torch.ops.eqsat.silu_and_mul(gate_up), s_down), w_down)
+        epilogue()
+        return out, residual
+
+    scale = weight(1, 1, dtype=F32)
+    return trace(f, [tok(hidden), tok(hidden), weight(hidden), scale, weight(qkv_out, hidden, dtype=fp8),
+                     scale, weight(hidden, hidden, dtype=fp8), weight(hidden), scale,
+                     weight(2 * c["inter"], hidden, dtype=fp8), scale, weight(hidden, c["inter"], dtype=fp8)])
+
+
+def llama_fp8_static() -> fx.GraphModule:
+    """Llama-3-8B FP8 (static per-tensor activation scales) layer: each quant is
+    ``auto_functionalized(rocm_aiter_per_tensor_quant, out=empty, x, scale, is_dynamic=False)``,
+    and the graph ends by copying each (functionally "mutated") scale back into its input, as
+    functionalization leaves a mutated graph input (vllm-facts §0)."""
+    fp8 = _fp8()
+    written: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def quant(x, scale):
+        out = torch.empty(x.shape, dtype=fp8)
+        res = torch.ops.higher_order.auto_functionalized(torch.ops.vllm.rocm_aiter_per_tensor_quant.default,
+                                                         out=out, x=x, scale=scale, is_dynamic=False)
+        written.append((scale, res[2]))
+        return res[1]
+
+    def epilogue():
+        for scale, new in written:
+            scale.copy_(new)
+
+    return _llama(quant, epilogue)
+
+
+def llama_fp8_per_token() -> fx.GraphModule:
+    """Llama-3-8B FP8-dynamic (per-token activation scales) layer: ``rocm_aiter_per_token_quant``."""
+    fp8 = _fp8()
+    return _llama(lambda x, scale: torch.ops.vllm.rocm_aiter_per_token_quant(x, fp8)[0])
+
+
+def gpt_oss_router_pad(hidden: int = 2880, experts: int = 128, multiple: int = 128, eps: float = 1e-5) -> fx.GraphModule:
+    """gpt-oss post-attention: fused-add norm whose output feeds the router GEMM and
+    ``F.pad`` to a multiple of 128 (gfx942) for the MoE (vLLM pattern #11)."""
+    vllm, vir, bench = _ops()
+    pad = -hidden % multiple
+
+    def f(x, residual, w, w_router, b_router):
+        h, residual = vir.fused_add_rms_norm(x, residual, w, eps)
+        logits = vllm.rocm_unquantized_gemm(h, w_router, b_router)
+        return bench.fused_moe(F.pad(h, (0, pad), value=0.0), logits), residual
+
+    return trace(f, [tok(hidden), tok(hidden), weight(hidden), weight(experts, hidden), weight(experts)])
+
+
+GRAPHS: dict[str, Callable[[], fx.GraphModule]] = {
+    "deepseek_v3 (1 layer)": deepseek_v3,
+    "deepseek_v3 MoE (1 layer)": deepseek_v3_moe,
+    "deepseek_v3.2 indexer": deepseek_v32_indexer,
+    "qwen3_next gated norm": qwen3_next_gated_norm,
+    "llama fp8 static": llama_fp8_static,
+    "llama fp8 per-token": llama_fp8_per_token,
+    "gpt-oss router + pad": gpt_oss_router_pad,
+}

@@ -26,6 +26,7 @@ from eqsat.errors import EqSatInputError
 from eqsat.ir import MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
 from eqsat.kernels.catalog import Catalog
 from eqsat.vocab.base import VocabIndex
+from eqsat.vocab.bind import bind, bind_functionalized
 from extract.egraph import TensorFacts
 
 aten = torch.ops.aten
@@ -172,114 +173,6 @@ def _opaque_reason(node: fx.Node, mutated: set[fx.Node]) -> str | None:
     return None
 
 
-def _fixed_key(name: str, value: object, rank: int | None) -> object:
-    """How a pinned (``Spelling.fixed``) argument compares: lists as tuples, and a ``dim`` (int or
-    ints) in its negative form modulo the rank of the op's first input, as ATen wraps it."""
-    if isinstance(value, list):
-        value = tuple(value)
-    if name == "dim" and rank:
-        def wrap(d: object) -> object:
-            return d - rank if isinstance(d, int) and not isinstance(d, bool) and d >= 0 else d
-        value = tuple(map(wrap, value)) if isinstance(value, tuple) else wrap(value)
-    return value
-
-
-def _bind_arg(bound: dict[str, object], p: str | tuple[str | int, ...], value: object) -> bool:
-    """Bind one schema argument: a name takes it whole; a tuple takes a list argument of that length
-    element by element, its ints being values the element must hold (``(0, "p")``: ``[0, p]``)."""
-    if isinstance(p, str):
-        bound[p] = value
-        return True
-    if not isinstance(value, (list, tuple)) or len(value) != len(p):
-        return False
-    for e, v in zip(p, value, strict=True):
-        if isinstance(e, str):
-            bound[e] = v
-        elif type(v) is not int or v != e:
-            return False
-    return True
-
-
-def _bind(node: fx.Node, spelling, spec) -> tuple | None:
-    """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
-    schema = node.target._schema
-    given: dict[str, object] = {}
-    for i, a in enumerate(schema.arguments):
-        if i < len(node.args):
-            given[a.name] = node.args[i]
-        elif a.name in node.kwargs:
-            given[a.name] = node.kwargs[a.name]
-    names = [a.name for a in schema.arguments]
-    bound: dict[str, object] = {}
-    for p, n in zip(spelling.args, names[:len(spelling.args)], strict=True):
-        if not _bind_arg(bound, p, given.get(n)):
-            return None
-    fixed = dict(spelling.fixed)
-    first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
-    rank = first.dim() if isinstance(first, torch.Tensor) else None
-    for a in schema.arguments[len(spelling.args):]:
-        default = a.default_value if a.has_default_value() else None
-        if a.name in fixed:
-            if _fixed_key(a.name, given.get(a.name, default), rank) != _fixed_key(a.name, fixed[a.name], rank):
-                return None
-        elif a.name in given and given[a.name] != default:
-            return None
-    for p in spelling.from_output_dtype:
-        val = node.meta.get("val")
-        first = val[0] if isinstance(val, (tuple, list)) else val
-        if not isinstance(first, torch.Tensor):
-            return None
-        bound[p] = first.dtype
-    return _convert(bound, spec)
-
-
-def _bind_functionalized(node: fx.Node, op: torch._ops.OpOverload, spelling, spec) -> tuple | None:
-    """Constructor arguments for ``auto_functionalized(op, **kwargs)`` spelled by ``spelling``."""
-    given = dict(node.kwargs)
-    bound: dict[str, object] = {p: given.get(n) for p, n in zip(spelling.args, spelling.names, strict=True)}
-    fixed = dict(spelling.fixed)
-    for a in op._schema.arguments:
-        if a.name in spelling.names or a.name in spelling.mutated:
-            continue
-        if spelling.guard is not None and a.name not in fixed and not a.has_default_value():
-            continue  # a required argument neither bound nor pinned: the guard checks it
-        default = a.default_value if a.has_default_value() else None
-        if given.get(a.name, default) != fixed.get(a.name, default):
-            return None
-    buffer = given.get(spelling.mutated[0])
-    for p in spelling.from_output_dtype:
-        if not isinstance(buffer, fx.Node) or not isinstance(buffer.meta.get("val"), torch.Tensor):
-            return None
-        bound[p] = buffer.meta["val"].dtype
-    if spelling.guard is not None and not spelling.guard({**given, **bound}):
-        return None
-    return _convert(bound, spec)
-
-
-def _convert(bound: dict[str, object], spec) -> tuple | None:
-    """Bound parameter values as the constructor's arguments (FX nodes kept), or None if one does not fit."""
-    out = []
-    for name, sort in spec.params:
-        v = bound.get(name)
-        if sort == "T":
-            if not isinstance(v, fx.Node):
-                return None
-            out.append(v)
-        elif sort == "dtype":
-            if not isinstance(v, torch.dtype):
-                return None
-            out.append(dtype_name(v))
-        elif sort == "f64" and isinstance(v, (int, float)) and not isinstance(v, bool):
-            out.append(float(v))
-        elif sort == "i64" and isinstance(v, int) and not isinstance(v, bool):
-            out.append(int(v))
-        elif sort in ("str", "bool") and isinstance(v, str if sort == "str" else bool):
-            out.append(v)
-        else:
-            return None
-    return tuple(out)
-
-
 class _Importer:
     def __init__(self, graph: fx.Graph, catalog: Catalog, vocab: VocabIndex,
                  check_budget: Callable[[], None] | None) -> None:
@@ -341,7 +234,7 @@ class _Importer:
         if target is AUTO_FUNCTIONALIZED:
             return self._functionalized(node)
         for vocab, spelling in self.vocab.candidates(target):  # none fits: a view or generic op
-            bound = _bind(node, spelling, self.catalog[spelling.constructor]) \
+            bound = bind(node, spelling, self.catalog[spelling.constructor]) \
                 if spelling.constructor in self.catalog else None
             if bound is None:
                 continue
@@ -369,7 +262,7 @@ class _Importer:
         for vocab, spelling in self.vocab.candidates(op):
             if not spelling.functionalized or spelling.constructor not in self.catalog:
                 continue
-            bound = _bind_functionalized(node, op, spelling, self.catalog[spelling.constructor])
+            bound = bind_functionalized(node, op, spelling, self.catalog[spelling.constructor])
             outputs = {1 + mutable.index(m): j for j, m in enumerate(spelling.mutated) if m in mutable}
             if bound is None or len(outputs) != len(spelling.mutated):
                 continue

@@ -47,6 +47,7 @@ import torch.fx as fx
 import eqsat
 from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
 from benchmarks.graphs import models
+from eqsat.capture import copy_graph
 from eqsat.load import Engine
 from rewrites.schedule import default_rules
 
@@ -62,16 +63,6 @@ TARGET_LAYER_MS, TARGET_61_S, TARGET_SPEEDUP = 30.0, 2.0, 10.0
 
 
 # -- graphs and what the optimizers made of them ------------------------------------------------------
-
-
-def copy_graph(gm: fx.GraphModule) -> fx.GraphModule:
-    """A fresh GraphModule over a copy of ``gm``'s graph (meta dicts copied, fake values shared)."""
-    graph = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, env))
-    for old, new in env.items():
-        new.meta = dict(old.meta)
-    return fx.GraphModule(gm, graph)
 
 
 def _name(target: object) -> str:

@@ -3,7 +3,8 @@
 ``trace_tokens(f, *inputs)`` traces ``f`` with ``make_fx`` over fake tensors in which dim 0 of
 every input of rank >= 2 is a symbolic token count (inputs with the same dim 0 share one symbol,
 as in a vLLM or ``torch.compile(dynamic=True)`` graph) and every other dim is static. The result
-carries ``node.meta["val"]`` on every node, as Inductor's post-grad graphs do.
+carries ``node.meta["val"]`` on every node, as Inductor's post-grad graphs do. ``copy_graph`` gives
+a fresh module over a copy of a graph (meta dicts copied, fake values shared): one graph, many runs.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
+import torch.fx as fx
 from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -27,3 +29,15 @@ def trace_tokens(f: Callable[..., object], *inputs: torch.Tensor) -> torch.fx.Gr
         fakes = [torch.empty_strided((tokens[t.shape[0]], *t.shape[1:]), t.stride(), dtype=t.dtype)
                  if t.dim() >= 2 else mode.from_tensor(t, static_shapes=True) for t in inputs]
         return make_fx(f, tracing_mode="real")(*fakes)
+
+
+def copy_graph(graph_or_module: fx.Graph | fx.GraphModule) -> fx.GraphModule:
+    """A fresh GraphModule over a copy of the graph (meta dicts copied, fake values shared)."""
+    source = graph_or_module.graph if isinstance(graph_or_module, fx.GraphModule) else graph_or_module
+    owner = graph_or_module if isinstance(graph_or_module, fx.GraphModule) else source.owning_module
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(source, env))
+    for old, new in env.items():
+        new.meta = dict(old.meta)
+    return fx.GraphModule(owner or torch.nn.Module(), graph)

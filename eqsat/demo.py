@@ -18,6 +18,7 @@ import torch.fx as fx
 from torch import nn
 
 import eqsat
+from eqsat.capture import copy_graph
 from eqsat.reference import fp8_step_error
 from eqsat.vocab.vllm_standins import register_vllm_standins
 
@@ -43,13 +44,6 @@ class DecoderLayerNormQuant(nn.Module):
         h2 = torch.ops.vllm_ir.rms_norm(latent.view(-1, HIDDEN), self.post_norm, 1e-5)
         q2, s2 = torch.ops.vllm.rocm_aiter_group_fp8_quant(h2, GROUP)
         return q, s, q2, s2, residual, out
-
-
-def copy_graph(graph: fx.Graph) -> fx.GraphModule:
-    """A fresh GraphModule over a copy of ``graph`` (node meta shared, so fake values are kept)."""
-    new = fx.Graph()
-    new.output(new.graph_copy(graph, {}))
-    return fx.GraphModule(graph.owning_module or torch.nn.Module(), new)
 
 
 class ShowingPass(eqsat.EqSatPass):

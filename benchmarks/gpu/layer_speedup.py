@@ -452,13 +452,7 @@ def spawn_warm(args):
     shards = [args.M[i::k] for i in range(k)]
     procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--warm-only", "--M", *map(str, sh)]
                               + (["--dry-run"] if args.dry_run else []), env=env) for sh in shards]
-    for p in procs:
-        try:
-            p.wait(timeout=args.warm_timeout_s)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            log(f"[warm] worker pid {p.pid} timed out and was killed")
-    log(f"[warm] {k} workers finished in {time.time() - t0:.1f} s (rc {[p.returncode for p in procs]})")
+    measure.wait_workers(procs, args.warm_timeout_s, t0)
 
 
 def run_main(args):

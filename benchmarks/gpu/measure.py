@@ -625,13 +625,18 @@ def spawn_warm(args):
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "2")
     procs = [subprocess.Popen(base + ["--shard", f"{i}/{k}"], env=env) for i in range(k)]
+    wait_workers(procs, args.warm_timeout_s, t0)
+
+
+def wait_workers(procs, timeout_s, t0):
+    """Wait for the compile-warming worker processes; kill any that outlive ``timeout_s``."""
     for p in procs:
         try:
-            p.wait(timeout=args.warm_timeout_s)
+            p.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             p.kill()
             log(f"[warm] worker pid {p.pid} timed out and was killed")
-    log(f"[warm] {k} workers finished in {time.time() - t0:.1f} s (rc {[p.returncode for p in procs]})")
+    log(f"[warm] {len(procs)} workers finished in {time.time() - t0:.1f} s (rc {[p.returncode for p in procs]})")
 
 
 def run_main(args):

@@ -7,15 +7,21 @@ Entry point: :func:`import_graph`. Each FX node becomes exactly one of:
 - an **opaque leaf** (``Leaf i``): placeholders, attributes, anything unknown, mutating, random or
   impure, and anything that reads or produces a value some node mutates (or an alias of one).
 
-Invariants: every value a term reads is immutable for the whole graph, so emitted code may compute
-it anywhere its inputs exist; opaque nodes are never moved, copied or removed; the values opaque
-nodes and the graph output read are the roots extraction must cover.
+The **epilogue** is the run of ``copy_(input, value)`` nodes just before the output, each the only
+write to a graph input: how functionalization writes back an input a functional op "mutated" (e.g. a
+static scale). Those writes happen after every other node, so they do not make the input mutable
+for the nodes before them.
+
+Invariants: every value a term reads is immutable for the whole graph up to the epilogue, so emitted
+code may compute it anywhere its inputs exist before the epilogue; opaque nodes are never moved,
+copied or removed (an epilogue copy of an input onto itself, which writes nothing, may be erased);
+the values opaque nodes and the graph output read are the roots extraction must cover.
 """
 
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -83,6 +89,7 @@ class Imported:
     opaque: dict[int, str] = field(default_factory=dict)  # node index -> why it is opaque
     absorbed: set[int] = field(default_factory=set)  # auto_functionalized nodes folded into their getitem
     projection_index: dict[int, dict[int, int]] = field(default_factory=dict)  # node -> output j -> getitem k
+    epilogue: list[fx.Node] = field(default_factory=list)  # see the module docstring
 
 
 def graph_of(obj: object) -> fx.Graph:
@@ -133,11 +140,28 @@ def _aliases_input(node: fx.Node) -> bool:
         r.alias_info is not None for r in target._schema.returns)
 
 
-def mutated_values(graph: fx.Graph) -> set[fx.Node]:
-    """Values some node writes, closed over aliasing (a view of a mutated value, or its base)."""
+def epilogue(graph: fx.Graph) -> list[fx.Node]:
+    """The trailing ``copy_(placeholder, value)`` nodes, each the only write to its placeholder."""
+    nodes = list(graph.nodes)
+    end = len(nodes) - 1 if nodes and nodes[-1].op == "output" else len(nodes)
+    start = end
+    while start > 0 and nodes[start - 1].target is aten.copy_.default \
+            and isinstance(nodes[start - 1].args[0], fx.Node) and nodes[start - 1].args[0].op == "placeholder":
+        start -= 1
+    tail = nodes[start:end]
+    written = [n.args[0] for n in tail]
+    others = {m for n in nodes if n not in tail for m in _mutated_args(n)}
+    return [n for n in tail if written.count(n.args[0]) == 1 and n.args[0] not in others]
+
+
+def mutated_values(graph: fx.Graph, after_all: Sequence[fx.Node] = ()) -> set[fx.Node]:
+    """Values some node writes, closed over aliasing (a view of a mutated value, or its base);
+    the writes of ``after_all`` (the epilogue) are not counted."""
     mutated: set[fx.Node] = set()
+    skip = set(after_all)
     for n in graph.nodes:
-        mutated.update(_mutated_args(n))
+        if n not in skip:
+            mutated.update(_mutated_args(n))
     changed = bool(mutated)
     while changed:
         changed = False
@@ -188,7 +212,8 @@ class _Importer:
         self.af_single: dict[int, Term] = {}
 
     def run(self) -> Imported:
-        mutated = mutated_values(self.graph)
+        self.out.epilogue = epilogue(self.graph)
+        mutated = mutated_values(self.graph, self.out.epilogue)
         for i, node in enumerate(self.nodes):
             if i % BUDGET_EVERY == 0:
                 self.check_budget()

@@ -219,12 +219,15 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
     had_users = {n for n in imported.nodes if n.users}
+    # nothing is computed inside the epilogue: it may have written the inputs a term reads
+    fence = em.pos[imported.epilogue[0]] if imported.epilogue else len(imported.nodes)
     try:
         for consumer, j in sorted(imported.uses, key=lambda u: em.pos[u[0]]):
             if check_budget is not None:
                 check_budget()
             old = imported.nodes[j]
-            new = em.value(class_of_node[j], consumer)
+            anchor = consumer if em.pos[consumer] < fence else imported.nodes[fence]
+            new = em.value(class_of_node[j], anchor)
             if new is not old:
                 consumer.replace_input_with(old, new)
                 replaced.append((consumer, old, new))
@@ -235,8 +238,14 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
         for node in reversed(em.result.created):
             graph.erase_node(node)
         raise
+    self_copies = [n for n in imported.epilogue if n.args[0] is n.args[1] and not n.users]
+    for node in self_copies:  # copy_(x, x) writes nothing
+        graph.erase_node(node)
+        em.result.erased += 1
     for i in reversed(range(len(imported.nodes))):
         node = imported.nodes[i]
+        if node in self_copies:
+            continue
         # a pure node dies when we took its last use; an unused getitem goes too, since it would keep
         # a replaced multi-output op alive
         pure = i not in imported.opaque or node.target in ALLOCATIONS

@@ -1,12 +1,20 @@
 """The ``eqsat`` command line.
 
 - ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png]``: fit a device profile;
-- ``eqsat explain FILE.py:fn [--inputs FILE.py:example_inputs] [--kernels FILE.py:KERNELS] [--discover]``:
+- ``eqsat explain GRAPH [--inputs FILE.py:example_inputs] [--kernels FILE.py:KERNELS] [--discover]``:
   every place a catalog kernel (or a hypothetical one from ``--kernels``) could apply, whether it was
   chosen and why; with ``--discover``, the fusible chains no kernel covers, ranked by saving;
-- ``eqsat check-equiv FILE.py:reference FILE.py:candidate [--inputs FILE.py:example_inputs]``: are
-  two functions (traced with a symbolic token dim) the same computation? Exit status 0 when every
-  output is proven equal, 1 when one is different, 2 when one is only "not proven".
+- ``eqsat check-equiv GRAPH GRAPH [--inputs FILE.py:example_inputs]``: are two graphs the same
+  computation? Exit status 0 when every output is proven equal, 1 when one is different, 2 when one
+  is only "not proven";
+- ``eqsat save FILE.py:fn -o GRAPH.json [--inputs FILE.py:example_inputs]``: trace and save a graph.
+
+A GRAPH is either ``FILE.py:fn``, a function traced on its file's ``example_inputs()`` (or
+``--inputs``) with a symbolic token dim, or ``GRAPH.json``, a graph saved by ``eqsat save``,
+``eqsat.graphfile.save`` or an ``EQSAT_DUMP_DIR`` dump (``before.json``). Saved graphs are loaded
+after vLLM's op schemas are registered (``register_vllm_standins``: the real ``vllm_ir`` ops when
+vLLM is installed, stand-ins with vLLM's schemas for the rest); a graph using ops of another library
+cannot be loaded by the CLI (load it with ``eqsat.graphfile.load`` after importing that library).
 """
 
 from __future__ import annotations
@@ -18,9 +26,13 @@ import json
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from extract import calibrate
 from extract.cost import load_profile
+
+if TYPE_CHECKING:
+    import torch.fx as fx
 
 
 def _calibrate(args: argparse.Namespace) -> int:
@@ -58,7 +70,17 @@ def load_callable(spec: str) -> Callable[..., object]:
     return getattr(module, name)
 
 
-def _traced(spec: str, inputs_spec: str | None) -> object:
+def load_graph(spec: str, inputs_spec: str | None = None) -> fx.GraphModule:
+    """``GRAPH.json`` -> the saved graph; ``FILE.py:fn`` -> ``fn`` traced on its example inputs."""
+    if spec.endswith(".json"):
+        from eqsat import graphfile
+        from eqsat.vocab.vllm_standins import register_vllm_standins
+
+        register_vllm_standins()
+        try:
+            return graphfile.load(spec)
+        except graphfile.GraphFileError as exc:
+            raise SystemExit(f"eqsat: {exc}") from None
     from eqsat.capture import trace_tokens
 
     inputs = load_callable(inputs_spec or f"{spec.rpartition(':')[0]}:example_inputs")()
@@ -72,7 +94,7 @@ def _explain(args: argparse.Namespace) -> int:
     options = Options(profile=args.profile, sizes=args.sizes)
     if args.kernels:
         options = dataclasses.replace(options, catalog=options.catalog.extend(load_callable(args.kernels)))
-    gm = _traced(args.function, args.inputs)
+    gm = load_graph(args.function, args.inputs)
     sites = explain.explain(gm, options)
     chains = explain.discover(gm, options) if args.discover else []
     if args.json:
@@ -87,13 +109,12 @@ def _explain(args: argparse.Namespace) -> int:
 
 
 def _check_equiv(args: argparse.Namespace) -> int:
-    from eqsat.capture import trace_tokens
     from eqsat.equiv import check_equiv
 
-    reference, candidate = load_callable(args.reference), load_callable(args.candidate)
-    inputs_spec = args.inputs or f"{args.reference.rpartition(':')[0]}:example_inputs"
-    inputs = load_callable(inputs_spec)()
-    verdicts = check_equiv(trace_tokens(reference, *inputs), trace_tokens(candidate, *inputs),
+    inputs_spec = args.inputs
+    if inputs_spec is None and not args.reference.endswith(".json"):
+        inputs_spec = f"{args.reference.rpartition(':')[0]}:example_inputs"
+    verdicts = check_equiv(load_graph(args.reference, inputs_spec), load_graph(args.candidate, inputs_spec),
                            numerics=args.numerics)
     if args.json:
         print(json.dumps([dataclasses.asdict(v) for v in verdicts], indent=2))
@@ -102,6 +123,18 @@ def _check_equiv(args: argparse.Namespace) -> int:
             print(f"output {v.output}: {v.status:10s} {v.detail}")
     statuses = {v.status for v in verdicts}
     return 1 if "different" in statuses else 2 if "not proven" in statuses else 0
+
+
+def _save(args: argparse.Namespace) -> int:
+    from eqsat import graphfile
+
+    gm = load_graph(args.function, args.inputs)
+    try:
+        graphfile.save(gm, args.out)
+    except graphfile.GraphFileError as exc:
+        raise SystemExit(f"eqsat: {exc}") from None
+    print(f"graph of {args.function} ({len(gm.graph.nodes)} nodes) saved to {args.out}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -114,7 +147,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cal.add_argument("--plot", help="write a predicted-vs-measured plot here (PNG)")
     cal.set_defaults(func=_calibrate)
     ex = sub.add_parser("explain", help="where each kernel could apply, chosen or not and why")
-    ex.add_argument("function", help="FILE.py:function")
+    ex.add_argument("function", help="FILE.py:function or GRAPH.json")
     ex.add_argument("--inputs", help="FILE.py:function returning example inputs (default: example_inputs)")
     ex.add_argument("--kernels", help="FILE.py:NAME, a list of hypothetical KernelSpec rows to add")
     ex.add_argument("--discover", action="store_true", help="also list fusible chains no kernel covers")
@@ -123,13 +156,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     ex.add_argument("--json", action="store_true")
     ex.set_defaults(func=_explain)
     eq = sub.add_parser("check-equiv", help="prove two functions compute the same thing, per output")
-    eq.add_argument("reference", help="FILE.py:function")
-    eq.add_argument("candidate", help="FILE.py:function")
+    eq.add_argument("reference", help="FILE.py:function or GRAPH.json")
+    eq.add_argument("candidate", help="FILE.py:function or GRAPH.json")
     eq.add_argument("--inputs", help="FILE.py:function returning example inputs (default: the reference "
-                                     "file's example_inputs)")
+                                     "file's example_inputs; unused for saved graphs)")
     eq.add_argument("--numerics", choices=("exact", "rounding"), default="rounding")
     eq.add_argument("--json", action="store_true", help="print the verdicts as JSON")
     eq.set_defaults(func=_check_equiv)
+    sv = sub.add_parser("save", help="trace a function and save its graph as JSON")
+    sv.add_argument("function", help="FILE.py:function (or GRAPH.json, to re-save)")
+    sv.add_argument("-o", "--out", required=True, help="the GRAPH.json to write")
+    sv.add_argument("--inputs", help="FILE.py:function returning example inputs (default: example_inputs)")
+    sv.set_defaults(func=_save)
     args = parser.parse_args(argv)
     return int(args.func(args))
 

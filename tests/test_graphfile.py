@@ -1,0 +1,213 @@
+"""Saved graphs (eqsat.graphfile): save -> load gives the same nodes, the same fake values and the same
+optimizer result; bad files fail with a message naming the problem; the CLI runs on saved graphs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import sympy
+import torch
+import torch.fx as fx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import eqsat
+from benchmarks.graphs import models
+from eqsat import cli, graphfile
+from eqsat.capture import copy_graph
+from eqsat.demo import DecoderLayerNormQuant
+from eqsat.graphfile import GraphFileError
+from tests.conftest import rand, trace
+
+vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
+
+
+def norm_quant(x, w):
+    return vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128)
+
+
+def signature(gm: fx.GraphModule) -> list[tuple[str, str, str, str]]:
+    """Every node: name, op, target and its fake value (shapes with symbol names, dtypes, strides)."""
+    def val(v: object) -> str:
+        if isinstance(v, torch.Tensor):
+            return f"{v.dtype}{list(v.shape)}{v.stride()}{v.device}"
+        return repr([val(x) for x in v]) if isinstance(v, (list, tuple)) else repr(v)
+
+    return [(n.name, n.op, str(n.target), val(n.meta.get("val"))) for n in gm.graph.nodes]
+
+
+def assert_round_trip(gm: fx.GraphModule, **options: object) -> dict[str, int]:
+    """Save and load ``gm``; the same nodes and values, and the same optimized graph; its kernels."""
+    loaded = graphfile.loads(graphfile.dumps(gm))
+    assert signature(loaded) == signature(gm)
+    original = copy_graph(gm)
+    want, got = eqsat.optimize(original, strict=True, **options), eqsat.optimize(loaded, strict=True, **options)
+    assert got.kernels_chosen == want.kernels_chosen
+    assert loaded.code == original.code
+    return dict(got.kernels_chosen)
+
+
+def captured_demo_graph() -> fx.GraphModule:
+    """The demo model's post-grad graph as torch.compile hands it to the pass (SymInt placeholders)."""
+    graphs: list[fx.GraphModule] = []
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(post_grad_custom_post_pass=lambda g: graphs.append(copy_graph(g)),
+                                      fx_graph_cache=False), torch.no_grad():
+        torch.compile(DecoderLayerNormQuant(), dynamic=True)(rand(16, 512), rand(16, 512, seed=1), rand(16, 512))
+    (gm,) = graphs
+    return gm
+
+
+def test_round_trip_of_the_demo_graph_as_torch_compile_sees_it():
+    gm = captured_demo_graph()
+    assert any(isinstance(n.meta.get("val"), torch.SymInt) for n in gm.graph.nodes if n.op == "placeholder")
+    assert assert_round_trip(gm)["K_rmsnorm_add_fp8_group_quant"] == 1
+
+
+def test_round_trip_of_auto_functionalized_vllm_ops():
+    models.register_ops()
+    gm = models.llama_fp8_static()
+    assert "auto_functionalized" in gm.code and "copy_" in gm.code
+    assert sum(assert_round_trip(gm, sizes=64).values()) >= 1
+
+
+@pytest.mark.parametrize("build", [models.deepseek_v3, models.deepseek_v32_indexer, models.gpt_oss_router_pad])
+def test_round_trip_of_benchmark_graphs(build):
+    models.register_ops()
+    assert sum(assert_round_trip(build()).values()) >= 1
+
+
+def test_load_keeps_symbol_names_and_hints_and_the_stack_trace():
+    gm = trace(norm_quant, rand(8, 256), rand(256))
+    data = json.loads(graphfile.dumps(gm))
+    (sym,) = data["symbols"]
+    assert data["symbols"][sym] == 8 and data["nodes"][0]["val"]["tensor"]["shape"] == [sym, 256]
+    data["symbols"] = {"s3": 40}
+    data["nodes"][0]["val"]["tensor"]["shape"] = ["s3", 256]
+    data["nodes"][2]["stack_trace"] = "File model.py, line 7"
+    loaded = graphfile.loads(json.dumps(data))
+    x = next(iter(loaded.graph.nodes)).meta["val"]
+    assert str(x.shape[0]) == "s3" and x.shape[0].node.hint == 40
+    assert list(loaded.graph.nodes)[2].meta["stack_trace"] == "File model.py, line 7"
+
+
+def test_a_cuda_graph_loads_on_a_cpu_machine(tmp_path):
+    text = graphfile.dumps(trace(norm_quant, rand(8, 256), rand(256))).replace('"cpu"', '"cuda:0"')
+    (tmp_path / "g.json").write_text(text)
+    loaded = graphfile.load(tmp_path / "g.json")
+    assert all(n.meta["val"].device.type == "cuda" for n in loaded.graph.nodes if n.op == "placeholder")
+    assert eqsat.optimize(loaded, strict=True).kernels_chosen["K_rmsnorm_fp8_group_quant"] == 1
+
+
+# -- the value encoding and size expressions as properties ---------------------------------------------
+
+SYMBOLS = [sympy.Symbol(f"s{i}", integer=True, positive=True) for i in (0, 7, 77)]
+scalars = st.one_of(st.none(), st.booleans(), st.integers(-2**40, 2**40), st.floats(allow_nan=False), st.text(),
+                    st.sampled_from([torch.bfloat16, torch.float8_e4m3fnuz, torch.int64]),
+                    st.sampled_from([torch.strided, torch.contiguous_format, torch.channels_last, torch.device("cpu")]))
+values = st.recursive(scalars, lambda inner: st.one_of(
+    st.lists(inner, max_size=3), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(st.text(max_size=5), inner, max_size=3)), max_leaves=10)
+
+
+@settings(max_examples=60, deadline=None)
+@given(values)
+def test_values_round_trip_through_json(value):
+    text = json.dumps(graphfile._encode(value), allow_nan=False)
+    assert graphfile._Loader({}).decode(json.loads(text)) == value
+
+
+def test_non_finite_floats_round_trip():
+    decoded = graphfile._Loader({}).decode(json.loads(json.dumps(graphfile._encode([math.inf, -math.inf, math.nan]))))
+    assert decoded[:2] == [math.inf, -math.inf] and math.isnan(decoded[2])
+
+
+polynomials = st.lists(st.tuples(st.integers(-600, 600), st.lists(st.sampled_from(SYMBOLS), max_size=2)),
+                       min_size=1, max_size=4)
+
+
+@settings(max_examples=60, deadline=None)
+@given(polynomials, st.lists(st.integers(2, 5000), min_size=3, max_size=3))
+def test_size_expressions_parse_as_sympy_prints_them(terms, point):
+    expr = sum((c * sympy.Mul(*names) for c, names in terms), sympy.Integer(0))
+    env = dict(zip(SYMBOLS, point, strict=True))
+    parsed = graphfile._parse_terms(str(expr))
+    value = sum(c * math.prod(env[sympy.Symbol(n, integer=True, positive=True)] for n in names) for c, names in parsed)
+    assert value == expr.subs(env)
+
+
+# -- bad files and unsupported graphs ------------------------------------------------------------------
+
+
+def good_text() -> str:
+    return graphfile.dumps(trace(norm_quant, rand(8, 256), rand(256)))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda t: t[:40], "invalid JSON"),
+    (lambda t: t.replace("eqsat-fx-graph", "onnx"), "not a saved graph"),
+    (lambda t: t.replace('"version": 1', '"version": 9'), "version 9 is not supported"),
+    (lambda t: t.replace("vllm_ir.rms_norm.default", "vllm_ir.no_such_norm.default"),
+     "unknown op torch.ops.vllm_ir.no_such_norm.default: the 'vllm_ir' ops must be registered"),
+    (lambda t: t.replace("vllm_ir.rms_norm.default", "mylib.op.default"), "'mylib' ops must be registered"),
+    (lambda t: t.replace("vllm_ir.rms_norm.default", "os.system"), "expected ns.op.overload"),
+    (lambda t: t.replace("vllm_ir.rms_norm.default", "vllm_ir.__class__.default"), "bad op name"),
+    (lambda t: t.replace('{"node": "x_1"}', '{"node": "later"}'), "used before it is defined"),
+    (lambda t: t.replace('[256, 1]', '["s0/2", 1]'), "bad size expression"),
+    (lambda t: t.replace('"dtype": "bfloat16"', '"dtype": "bfloat17"'), "bad value"),
+])
+def test_bad_files_say_what_is_wrong(tmp_path, edit, message):
+    path = tmp_path / "g.json"
+    path.write_text(edit(good_text()))
+    with pytest.raises(GraphFileError, match=message.replace("(", r"\(").replace("*", r"\*")) as info:
+        graphfile.load(path)
+    assert str(path) in str(info.value)
+
+
+def test_unsupported_graphs_are_refused_when_saving():
+    gm = fx.symbolic_trace(torch.nn.Linear(4, 4))
+    with pytest.raises(GraphFileError, match="get_attr nodes are not supported|cannot save a call"):
+        graphfile.dumps(gm)
+    graph = fx.Graph()
+    graph.output(graph.call_function(print, (graph.placeholder("x"),)))
+    with pytest.raises(GraphFileError, match="cannot save a call to <built-in function print>"):
+        graphfile.dumps(graph)
+
+
+# -- the CLI on saved graphs ---------------------------------------------------------------------------
+
+MODULE = """import torch
+from eqsat.vocab.vllm_standins import register_vllm_standins
+register_vllm_standins()
+def reference(x, w):
+    return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128)
+def fused(x, w):
+    return torch.ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-6, 128)
+def wrong(x, w):
+    return torch.ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-5, 128)
+def example_inputs():
+    return torch.randn(8, 512).bfloat16(), torch.randn(512).bfloat16()
+"""
+
+
+def test_cli_save_explain_and_check_equiv_on_saved_graphs(tmp_path, capsys):
+    src = tmp_path / "m.py"
+    src.write_text(MODULE)
+    for name in ("reference", "fused", "wrong"):
+        assert cli.main(["save", f"{src}:{name}", "-o", str(tmp_path / f"{name}.json")]) == 0
+    assert "saved to" in capsys.readouterr().out
+    assert cli.main(["explain", str(tmp_path / "reference.json"), "--json"]) == 0
+    sites = json.loads(capsys.readouterr().out)["sites"]
+    assert {s["kernel"]: s["status"] for s in sites}["K_rmsnorm_fp8_group_quant"] == "chosen"
+    assert cli.main(["check-equiv", str(tmp_path / "reference.json"), str(tmp_path / "fused.json")]) == 0
+    assert "equal" in capsys.readouterr().out
+    assert cli.main(["check-equiv", str(tmp_path / "reference.json"), str(tmp_path / "wrong.json")]) == 1
+    assert "different" in capsys.readouterr().out
+
+
+def test_cli_on_a_bad_saved_graph_exits_with_the_message(tmp_path):
+    (tmp_path / "g.json").write_text("{}")
+    with pytest.raises(SystemExit, match="not a saved graph"):
+        cli.main(["explain", str(tmp_path / "g.json")])

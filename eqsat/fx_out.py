@@ -136,9 +136,7 @@ class _Emitter:
                 op = spelling.overload()
                 if any(r.alias_info is not None for r in op._schema.returns):
                     self.reuse_classes.discard(enode.eclass)  # a view: its strides are its own
-                args = tuple([named[e] if isinstance(e, str) else e for e in p] if isinstance(p, tuple) else named[p]
-                             for p in spelling.args)
-                node = self._call(op, args, dict(spelling.fixed), anchor, enode.eclass)
+                node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass)
             elif spec.expand is not None:
                 node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
             else:

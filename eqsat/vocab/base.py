@@ -8,7 +8,8 @@ which further schema arguments it pins to a value (``fixed``: ``mean.dim`` over 
 it; emission passes them as keywords). Every other schema argument must hold its schema default, or
 the node is not this op. A list argument binds element by element when its entry in ``args`` is a
 tuple of parameter names and ints the element must equal: ``constant_pad_nd(x, [0, p])`` is
-``("x", (0, "p"))``.
+``("x", (0, "p"))``. A :class:`Const` entry pins a positional argument that sits between bound ones
+(AITER's gated quant takes ``bias=None`` between its weight and ``z``).
 Several spellings may share a target (``add.Tensor`` with a scalar or a tensor second argument):
 import takes the first that fits, emission the first spelling of a constructor in its vocabulary.
 Import and emission both read the same spelling, so they cannot disagree.
@@ -23,10 +24,22 @@ import torch
 
 
 @dataclass(frozen=True)
+class Const:
+    """A positional argument pinned to one value (an absent optional tensor, a flag, a mode string):
+    import requires exactly that value (type included: ``True`` is not ``1``), emission passes it."""
+
+    value: object
+
+    def holds(self, value: object) -> bool:
+        return type(value) is type(self.value) and value == self.value
+
+
+@dataclass(frozen=True)
 class Spelling:
     constructor: str
     target: str  # "namespace::op" or "namespace::op.overload"
-    args: tuple[str | tuple[str | int, ...], ...]  # a tuple: a list argument, bound element by element
+    # a tuple: a list argument, bound element by element; a Const: a positional argument pinned to a value
+    args: tuple[str | Const | tuple[str | int, ...], ...]
     from_output_dtype: tuple[str, ...] = ()  # parameters equal to the dtype of output 0
     fixed: tuple[tuple[str, object], ...] = ()  # (schema argument, the value it must hold)
     # Mutating ops (vLLM's ``_C`` ops) appear as ``auto_functionalized(op, **kwargs)``: ``names`` are
@@ -36,6 +49,14 @@ class Spelling:
     names: tuple[str, ...] = ()
     mutated: tuple[str, ...] = ()
     guard: Callable[[Mapping[str, object]], bool] | None = None
+
+    def call_args(self, named: Mapping[str, object]) -> tuple[object, ...]:
+        """The op's leading positional arguments, given the constructor's parameter values by name."""
+        def one(p: str | Const | tuple[str | int, ...]) -> object:
+            if isinstance(p, Const):
+                return p.value
+            return [named[e] if isinstance(e, str) else e for e in p] if isinstance(p, tuple) else named[p]
+        return tuple(one(p) for p in self.args)
 
     @property
     def functionalized(self) -> bool:

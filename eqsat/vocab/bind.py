@@ -13,6 +13,7 @@ import torch
 import torch.fx as fx
 
 from eqsat.ir import dtype_name
+from eqsat.vocab.base import Const
 
 
 def fixed_key(name: str, value: object, rank: int | None) -> object:
@@ -27,12 +28,15 @@ def fixed_key(name: str, value: object, rank: int | None) -> object:
     return value
 
 
-def bind_arg(bound: dict[str, object], p: str | tuple[str | int, ...], value: object) -> bool:
+def bind_arg(bound: dict[str, object], p: str | Const | tuple[str | int, ...], value: object) -> bool:
     """Bind one schema argument: a name takes it whole; a tuple takes a list argument of that length
-    element by element, its ints being values the element must hold (``(0, "p")``: ``[0, p]``)."""
+    element by element, its ints being values the element must hold (``(0, "p")``: ``[0, p]``); a
+    ``Const`` binds nothing and requires its value."""
     if isinstance(p, str):
         bound[p] = value
         return True
+    if isinstance(p, Const):
+        return p.holds(value)
     if not isinstance(value, (list, tuple)) or len(value) != len(p):
         return False
     for e, v in zip(p, value, strict=True):

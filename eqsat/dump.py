@@ -2,6 +2,12 @@
 folder ``<dir>/graph_<pid>_<n>/`` with:
 
 - ``before.py`` / ``after.py``: the graph's code before and after the pass;
+- ``before.json``: the graph before the pass as a saved graph (:mod:`eqsat.graphfile`), so that
+  ``eqsat explain before.json`` replays offline what the pass saw (e.g. inside vLLM);
+- ``before.dot`` / ``after.dot`` and ``before.png`` / ``after.png``: the FX graph before and after
+  (:mod:`eqsat.fx_picture`; in ``after``, the nodes the pass created are filled, fused kernels
+  bold); the PNGs are drawn with matplotlib, graphs above ``fx_picture.PNG_MAX_NODES`` nodes are
+  not drawn (a log line says so);
 - ``report.txt`` / ``report.json``: the report;
 - ``egraph.dot``: egglog's own Graphviz output of the whole saturated e-graph (graphs up to
   ``EGGLOG_DOT_MAX_NODES`` e-nodes);
@@ -23,6 +29,7 @@ from pathlib import Path
 import torch.fx as fx
 from egglog import bindings as eb
 
+from eqsat import fx_picture, graphfile
 from eqsat.kernels.catalog import Catalog
 from eqsat.report import Report
 from extract.dot import neighbourhood_dot
@@ -54,6 +61,18 @@ class Dump:
         self.dir = root / f"graph_{os.getpid()}_{n}"
         self.dir.mkdir()
         (self.dir / "before.py").write_text(graph.python_code("self").src)
+        self.before = list(graph.nodes)
+        safely("the saved graph", graphfile.save, graph, self.dir / "before.json")
+        safely("the graph picture", self.fx_picture, graph, "before", None)
+
+    def fx_picture(self, graph: fx.Graph, name: str, before: list[fx.Node] | None) -> None:
+        path, title = self.dir / f"{name}.dot", f"{self.dir.name}: {name}"
+        if before is not None:
+            title += " (orange, bold: ops new to the graph; light orange: other nodes the pass created)"
+        path.write_text(fx_picture.fx_dot(graph, before, title))
+        _render(path)
+        if not fx_picture.fx_png(graph, path.with_suffix(".png"), before, title):
+            log.info("eqsat: %s.png not drawn: %d nodes > %d", name, len(graph.nodes), fx_picture.PNG_MAX_NODES)
 
     def egglog_dot(self, egraph: eb.EGraph, size: int) -> None:
         if size <= EGGLOG_DOT_MAX_NODES:
@@ -75,6 +94,7 @@ class Dump:
 
     def finish(self, graph: fx.Graph, report: Report) -> None:
         (self.dir / "after.py").write_text(graph.python_code("self").src)
+        safely("the graph picture", self.fx_picture, graph, "after", self.before)
         (self.dir / "report.txt").write_text(report.table() + "\n")
         (self.dir / "report.json").write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n")
 

@@ -13,8 +13,9 @@ Per graph of ``benchmarks.graphs.models``:
   ``PatternMatcherBaseline.apply(copy)`` (patterns registered once per process). Each timed run gets
   a fresh copy of the graph, made and garbage-collected outside the timed region, after untimed
   warm-up runs; the median of at least 10 runs (3 with ``--quick``) is reported.
-- the one-off costs: declaring eqsat's rules (a first ``Engine``) and registering the 9 patterns;
-  "incl. one-off" speedups add each to its optimizer's per-graph time.
+- the one-off costs: declaring eqsat's rules (a first ``Engine``) and registering the baseline's
+  33 patterns (what vLLM registers for this family on an MI300); "incl. one-off" speedups add each
+  to its optimizer's per-graph time.
 - e-graph size and predicted time before / after (eqsat's report; profile mi300x, sizes 256).
 
 Scaling: DeepSeek-V3 with L = 1, 4, 16, 61 layers, both optimizers, a least-squares line through
@@ -72,8 +73,11 @@ def _name(target: object) -> str:
     return str(target)
 
 
+VIEWS = (operator.getitem, torch.ops.aten.reshape.default, torch.ops.aten.view.default)
+
+
 def _label(node: fx.Node) -> str:
-    while node.op == "call_function" and node.target is operator.getitem:
+    while node.op == "call_function" and node.target in VIEWS:  # e.g. the gated op's q reshaped back
         node = node.args[0]
     if node.op != "call_function":
         return "input"
@@ -362,8 +366,10 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"{os.getloadavg()[0]:.1f} at the end (a load above 0 means other processes shared the CPUs).", "",
         "Graphs: `benchmarks/graphs/models.py` (vLLM ops, one symbolic token dim, weights as placeholders, "
         "GEMM / attention / MoE as opaque stand-ins). Baseline: `benchmarks/baseline/pattern_matcher.py` "
-        f"({bench.baseline.registrations} `register_replacement`s written as vLLM writes them: double, double-view, "
-        "rms and fused-add rms + group quant for eps 1e-5 and 1e-6, then silu_and_mul + group quant). eqsat: "
+        f"({bench.baseline.registrations} `register_replacement`s, what vLLM 0.33.0 registers for this family on an "
+        "MI300 with the AITER fusions on and `quant_fp8` enabled, in its order, passes and tracing, each replacement "
+        "the fused op eqsat would pick; vllm-facts §1.2 pattern numbers: "
+        f"{bench.baseline.describe()}). eqsat: "
         "`eqsat.optimize(copy, options, engine=engine)` with a warm engine, profile mi300x, sizes 256. "
         f"Times: median of {bench.runs} to {5 * bench.runs} runs (more for small graphs), each on a fresh copy "
         "of the graph (copying and GC outside the timed region), after 3 warm-up runs (1 above 0.5 s); CPU ms is the median CPU time of this process over the same runs "
@@ -388,9 +394,10 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "## Per graph", "",
         f"One-off per process: eqsat declares its rules (a first `Engine`, {len(bench.rules)} rules over the whole "
         f"catalog, every family) in {bench.declare_ms:.0f} ms; the baseline registers its "
-        f"{bench.baseline.registrations} patterns (the rms / group-quant family only; vLLM registers about 100 on "
-        f"an MI300 with every fusion on, vllm-facts §7) in {bench.register_ms:.0f} ms. Fusions other than "
-        "norm / activation + quant (e.g. norm + pad) show in the kernel columns only.", "",
+        f"{bench.baseline.registrations} patterns (vLLM's AITER passes for this family; with its CUDA-side "
+        "RMSNormQuantFusionPass, which also runs on ROCm, vLLM registers about 100, vllm-facts §7) in "
+        f"{bench.register_ms:.0f} ms. Fusions other than norm / activation + quant (e.g. norm + pad) show in "
+        "the kernel columns only.", "",
         *graph_table(rows, bench), "",
         "Sites fused by one optimizer only, or by different kernels:", "", *differences(rows), "",
         "## Scaling: DeepSeek-V3, L layers", "",
@@ -425,10 +432,12 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "to have no other users, so vLLM's fused-add pattern cannot match there.",
         "- silu_and_mul is spelled `torch.ops.eqsat.silu_and_mul` in the graphs and in the baseline's pattern "
         "(vLLM matches whichever form its graphs hold: `_C.silu_and_mul` or native).",
-        "- The gated-norm, per-token / static quant and router + pad graphs are vLLM patterns #7, #1/#2/#8/#9 "
-        "and #11, outside the family the baseline implements: it cannot fuse them, and eqsat fuses them only "
-        "where its catalog has the kernel (the table says which). Where neither fuses, the times show each "
-        "optimizer's cost when nothing fires.", "",
+        "- The gated-norm graph is vLLM pattern #7, registered for the (heads, head_dim) = (8, 128) vLLM "
+        "would read from Qwen3-Next's GDN layers at TP 4. The MLA dual-norm patterns #13/#14 match the output "
+        "of the rms + quant pass, as in vLLM, so the baseline's q-latent norm site is a dual-norm kernel.",
+        "- Both quant forms of #1/#2 vLLM registers with `quant_fp8` enabled (AITER and `_C`) are registered; "
+        "the graphs use the AITER form, so the `_C` ones only cost registration and failed match attempts, "
+        "as they do in vLLM.", "",
     ])
 
 

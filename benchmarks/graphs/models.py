@@ -16,13 +16,16 @@ GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so the
   also feeds the router GEMM and the routed experts in bf16 (three consumers, not one).
 - ``deepseek_v32_indexer()``: one rms_norm whose output goes through a view into two group quants
   (vLLM pattern #6, the DeepSeek-V3.2 indexer's q_c).
-- Outside the family the baseline implements (vLLM patterns #7, #1/#2/#8/#9, #11), written in
-  vLLM's spelling so that a catalog without the kernel honestly reports 0 fusions:
-  ``qwen3_next_gated_norm()`` (native RMSNormGated -> reshape -> group quant; fp8 models run the
-  gated norm native, so there is no ``fla_rms_norm_gated`` node), ``llama_fp8_static()`` /
-  ``llama_fp8_per_token()`` (fused-add norm -> static per-tensor / dynamic per-token quant, as
-  ``auto_functionalized(rocm_aiter_per_tensor_quant)`` / ``rocm_aiter_per_token_quant``),
-  ``gpt_oss_router_pad()`` (fused-add norm -> router GEMM + pad to 2944).
+- vLLM patterns #7, #1/#2/#8/#9 and #11, written in vLLM's spelling so that a catalog without the
+  kernel honestly reports 0 fusions: ``qwen3_next_gated_norm()`` (native RMSNormGated -> reshape
+  -> group quant; fp8 models run the gated norm native, so there is no ``fla_rms_norm_gated``
+  node), ``llama_fp8_static()`` / ``llama_fp8_per_token()`` (fused-add norm -> static per-tensor /
+  dynamic per-token quant, as ``auto_functionalized(rocm_aiter_per_tensor_quant)`` /
+  ``rocm_aiter_per_token_quant``, whose q and scale the GEMM reads), ``gpt_oss_router_pad()``
+  (fused-add norm -> router GEMM + pad to 2944).
+
+Besides vLLM's ops, ``register_ops`` defines ``rocm_aiter_fused_rms_gated_fp8_group_quant``, the op
+the pattern-matcher baseline's #7 emits, when ``register_vllm_standins`` does not.
 
 ``GRAPHS`` names every single-graph builder. Stand-in ops are defined once per process and never
 override an op that already exists (e.g. when the real vLLM is imported).
@@ -44,6 +47,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import eqsat  # noqa: F401  (registers torch.ops.eqsat.*, e.g. silu_and_mul)
+from eqsat import reference as ref
 from eqsat.ops import define_op
 from eqsat.vocab.vllm_standins import register_vllm_standins, standin_fp8_dtype
 
@@ -75,8 +79,10 @@ def register_ops() -> None:
     bench = [
         ("fp8_gemm(Tensor x, Tensor x_scale, Tensor w) -> Tensor",  # W8A8 block-scaled GEMM, bf16 out
          lambda x, s, w: (_dequant(x, s) @ w.float().t()).to(BF16), lambda x, s, w: _out(x, w.shape[0])),
-        ("gemm(Tensor x, Tensor w) -> Tensor",  # fp8 per-tensor / per-token GEMM (scales folded), bf16 out
+        ("gemm(Tensor x, Tensor w) -> Tensor",  # fp8 per-tensor GEMM (scales folded), bf16 out
          lambda x, w: (x.float() @ w.float().t()).to(BF16), lambda x, w: _out(x, w.shape[0])),
+        ("scaled_gemm(Tensor x, Tensor x_scale, Tensor w) -> Tensor",  # fp8 per-token GEMM, bf16 out
+         lambda x, s, w: ((x.float() * s) @ w.float().t()).to(BF16), lambda x, s, w: _out(x, w.shape[0])),
         ("mla_attention(Tensor q, Tensor kv_c, Tensor k_pe, SymInt heads) -> Tensor",
          lambda q, kv, pe, h: q.new_zeros([q.shape[0], h * 128]), lambda q, kv, pe, h: _out(q, h * 128)),
         ("attention(Tensor qkv, SymInt out) -> Tensor",
@@ -96,6 +102,10 @@ def register_ops() -> None:
          _per_token_quant, lambda x, dt, scale=None: (x.new_empty(x.shape, dtype=dt), _out(x, 1, F32))),
         ("rocm_aiter_per_tensor_quant(Tensor(a0!) out, Tensor x, Tensor(a2!) scale, bool is_dynamic) -> ()",
          _per_tensor_quant, lambda out, x, scale, dyn: None),
+        ("rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z, float eps, "
+         "bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)",  # the baseline's #7
+         _rms_gated_quant, lambda x, w, b, z, eps, before, act, g: (x.new_empty(x.shape, dtype=_fp8()),
+                                                                    _out(x, x.shape[-1] // g, F32))),
     ]
     for schema, impl, fake in vllm:
         define_op(_LIBS, "vllm", schema, impl, fake)
@@ -112,6 +122,17 @@ def _per_tensor_quant(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, i
     if is_dynamic:
         scale.copy_((x.float().abs().amax() / fmax).clamp_min(1e-10).reshape(scale.shape))
     out.copy_((x.float() / scale).clamp(-fmax, fmax).to(out.dtype))
+
+
+def _rms_gated_quant(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor, eps: float,
+                     norm_before_gate: bool, activation: str, group_size: int) -> Any:
+    """AITER's gated rms_norm + group fp8 quant on ``(T*H, D)`` rows, in fp32 throughout."""
+    if not norm_before_gate or activation not in ("silu", "swish"):
+        raise NotImplementedError("stand-in: norm before gate, silu only")
+    x32, z32 = x.float(), z.float()
+    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()
+    y = (y if bias is None else y + bias.float()) * F.silu(z32)
+    return ref.group_fp8_quant(y, group_size, _fp8())
 
 
 # -- tracing ------------------------------------------------------------------------------------------
@@ -272,8 +293,14 @@ def qwen3_next_gated_norm(heads: int = 8, head_dim: int = 128, hidden: int = 204
 LLAMA = dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, inter=14336, eps=1e-5)
 
 
-def _llama(quant: Callable[..., torch.Tensor], epilogue: Callable[[], None] = lambda: None) -> fx.GraphModule:
+def _llama(quant: Callable[..., Any], epilogue: Callable[[], None] = lambda: None) -> fx.GraphModule:
+    """A Llama layer; ``quant(x, scale)`` is a tensor (static: the GEMM folds the scale) or a
+    ``(q, per-token scale)`` pair, both read by the GEMM as vLLM's fp8 linear reads them."""
     vllm, vir, bench = _ops()
+
+    def gemm(a: Any, w: torch.Tensor) -> torch.Tensor:
+        return bench.scaled_gemm(*a, w) if isinstance(a, tuple) else bench.gemm(a, w)
+
     c = LLAMA
     hidden, eps = c["hidden"], c["eps"]
     qkv_out = (c["heads"] + 2 * c["kv_heads"]) * c["head_dim"]
@@ -281,11 +308,11 @@ def _llama(quant: Callable[..., torch.Tensor], epilogue: Callable[[], None] = la
 
     def f(x, residual, w_in, s_qkv, w_qkv, s_o, w_o, w_post, s_gu, w_gu, s_down, w_down):
         h, residual = vir.fused_add_rms_norm(x, residual, w_in, eps)
-        attn = bench.attention(bench.gemm(quant(h, s_qkv), w_qkv), c["heads"] * c["head_dim"])
-        o = bench.gemm(quant(attn, s_o), w_o)
+        attn = bench.attention(gemm(quant(h, s_qkv), w_qkv), c["heads"] * c["head_dim"])
+        o = gemm(quant(attn, s_o), w_o)
         h2, residual = vir.fused_add_rms_norm(o, residual, w_post, eps)
-        gate_up = bench.gemm(quant(h2, s_gu), w_gu)
-        out = bench.gemm(quant(torch.ops.eqsat.silu_and_mul(gate_up), s_down), w_down)
+        gate_up = gemm(quant(h2, s_gu), w_gu)
+        out = gemm(quant(torch.ops.eqsat.silu_and_mul(gate_up), s_down), w_down)
         epilogue()
         return out, residual
 
@@ -318,9 +345,10 @@ def llama_fp8_static() -> fx.GraphModule:
 
 
 def llama_fp8_per_token() -> fx.GraphModule:
-    """Llama-3-8B FP8-dynamic (per-token activation scales) layer: ``rocm_aiter_per_token_quant``."""
+    """Llama-3-8B FP8-dynamic (per-token activation scales) layer: ``rocm_aiter_per_token_quant``,
+    its q and scale both read by the GEMM."""
     fp8 = _fp8()
-    return _llama(lambda x, scale: torch.ops.vllm.rocm_aiter_per_token_quant(x, fp8)[0])
+    return _llama(lambda x, scale: tuple(torch.ops.vllm.rocm_aiter_per_token_quant(x, fp8)))
 
 
 def gpt_oss_router_pad(hidden: int = 2880, experts: int = 128, multiple: int = 128, eps: float = 1e-5) -> fx.GraphModule:

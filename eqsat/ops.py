@@ -25,6 +25,9 @@ Ops (all functional: no argument is mutated and every output is a fresh, contigu
     eqsat::rmsnorm_static_fp8_quant(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType dtype) -> Tensor
     eqsat::rmsnorm_add_static_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps, Tensor scale,
                                         ScalarType dtype) -> (Tensor, Tensor)
+    eqsat::rms_norm_gated(Tensor x, Tensor z, Tensor weight, float eps) -> Tensor
+    eqsat::rms_norm_gated_fp8_group_quant(Tensor x, Tensor z, Tensor weight, float eps, SymInt group_size,
+                                          ScalarType dtype) -> (Tensor, Tensor)
 
 Invariants:
 - The real kernel of each op is the matching function of `eqsat.reference`, registered under
@@ -310,6 +313,28 @@ _SCHEMAS += [
      lambda *a: _c(*ref.mla_dual_rms_norm_token_quant(*a)), _dual_token_fake),
     ("add_rmsnorm_pad(Tensor x, Tensor residual, Tensor weight, float eps, SymInt pad_to_multiple)"
      " -> (Tensor, Tensor)", lambda *a: _c(*ref.add_rmsnorm_pad(*a)), _add_rmsnorm_pad_fake),
+]
+
+# -- gated rms_norm, alone and fused with the group quant (``eqsat.kernels.gated``) -------------------
+
+
+def _gated_fake(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    check_norm_shapes(x, weight, z)
+    return x.new_empty(x.shape)
+
+
+def _gated_quant_fake(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int,
+                      dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, z)
+    return _quant_fake(x, group_size, dtype)
+
+
+_SCHEMAS += [
+    ("rms_norm_gated(Tensor x, Tensor z, Tensor weight, float eps) -> Tensor",
+     lambda *a: ref.rms_norm_gated(*a).contiguous(), _gated_fake),
+    ("rms_norm_gated_fp8_group_quant(Tensor x, Tensor z, Tensor weight, float eps, SymInt group_size,"
+     " ScalarType dtype) -> (Tensor, Tensor)", lambda *a: _c(*ref.rms_norm_gated_fp8_group_quant(*a)),
+     _gated_quant_fake),
 ]
 
 for _schema, _impl, _fake in _SCHEMAS:

@@ -267,6 +267,34 @@ def add_rmsnorm_pad(
     return torch.nn.functional.pad(normed, (0, padded_width(n, pad_to_multiple) - n)), inp32.to(x.dtype)
 
 
+def rms_norm_gated(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """vLLM ``RMSNormGated`` (norm_before_gate, silu gate, no group) over the last dim, as its native
+    code computes it: ``x32 * rsqrt(mean(x32^2) + eps) * float(w)``, times ``z32 / (1 + exp(-z32))``,
+    all fp32, rounded once to x.dtype."""
+    return _gated32(x, z, weight, eps).to(x.dtype)
+
+
+def _gated32(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    z32 = z.float()
+    return _normalize32(x.float(), eps) * weight.float() * (z32 / (1 + torch.exp(-z32)))
+
+
+def rms_norm_gated_fp8_group_quant(
+    x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER Triton ``fused_rms_gated_fp8_group_quant``: the fp32 gated norm (no bf16 rounding), group
+    quantized with vLLM's bounds (``vllm_fp8_max``: 224 on e4m3fnuz), the scale floored at
+    1 / (FMAX * 512) and a true division by it. Returns (q like x, fp32 scale [..., N // group_size])."""
+    y32 = _gated32(x, z, weight, eps)
+    n = y32.shape[-1]
+    _check_groups(n, group_size)
+    fmax = vllm_fp8_max(fp8_dtype)
+    groups = y32.reshape(*y32.shape[:-1], n // group_size, group_size)
+    scale = (groups.abs().amax(dim=-1, keepdim=True) / fmax).clamp_min(1.0 / (fmax * 512.0))
+    q = (groups / scale).clamp(-fmax, fmax).to(fp8_dtype)
+    return q.reshape(y32.shape), scale.squeeze(-1)
+
+
 def _dequant(q: torch.Tensor, scale: torch.Tensor, group_size: int) -> torch.Tensor:
     n = q.shape[-1]
     per_elem = scale.double().repeat_interleave(group_size, dim=-1)[..., :n]

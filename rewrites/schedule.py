@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from eqsat.kernels import mla, pad, token_static
+from eqsat.kernels import gated, mla, pad, token_static
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Numerics
-from rewrites import lift, views
+from rewrites import layout, lift, views
 from rewrites.kernels import catalog_rules
 from rewrites.rule import Rule
 
@@ -25,4 +25,5 @@ def select(rules: Iterable[Rule], numerics: Numerics) -> tuple[Rule, ...]:
 
 
 def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
-    return select((*views.RULES, *lift.RULES, *token_static.RULES, *mla.RULES, *pad.RULES, *catalog_rules(catalog)), numerics)
+    return select((*views.RULES, *layout.RULES, *lift.RULES, *token_static.RULES, *mla.RULES, *pad.RULES,
+                   *gated.RULES, *catalog_rules(catalog)), numerics)

@@ -14,10 +14,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 from eqsat.fingerprint import stable
-from eqsat.kernels import act_quant, aten_ops, inductor, mla, norm_quant, pad, token_static
+from eqsat.kernels import act_quant, aten_ops, gated, inductor, mla, norm_quant, pad, token_static
 from eqsat.kernels.spec import KernelSpec
 
-FAMILIES = (norm_quant, act_quant, token_static, mla, pad, inductor, aten_ops)
+FAMILIES = (norm_quant, act_quant, token_static, mla, pad, gated, inductor, aten_ops)
 BUILTIN: tuple[KernelSpec, ...] = tuple(row for family in FAMILIES for row in family.ROWS)
 
 

@@ -13,7 +13,14 @@
                                                       float variance_epsilon, SymInt group_size)
                                                       -> (Tensor, Tensor, Tensor)
     vllm::rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)
+    vllm::fla_rms_norm_gated(Tensor x, Tensor? z, Tensor weight, float eps, SymInt? group_size,
+                             bool norm_before_gate, str activation) -> Tensor
+    vllm::rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z,
+        float eps, bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)
 
+(the gated pair: ``reference.rms_norm_gated`` and ``reference.rms_norm_gated_fp8_group_quant``; only
+z given, no group, norm before a swish/silu gate, no bias, and a 2-D x for the fused op, as vLLM
+calls them; anything else raises)
 plus vLLM's MLA dual rms_norm ops (``fused_mla_dual_rms_norm``, ``..._per_token_quant``,
 ``..._group_quant``), ``rocm_aiter_triton_add_rmsnorm_pad`` and ``rocm_unquantized_gemm``
 (``_mla_pad_ops``, schemas of ``reference/vllm-facts.md`` §3.1), vLLM's per-token and static
@@ -151,7 +158,35 @@ def _build(fp8: torch.dtype) -> list[tuple[str, str, Any, Any]]:
         half = x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
         return half.new_empty(half.shape, dtype=fp8), _scale_fake(half, group_size)
 
+    def gated(x: torch.Tensor, z: torch.Tensor | None, weight: torch.Tensor, eps: float, group_size: int | None,
+              norm_before_gate: bool, activation: str) -> Any:
+        if z is None or group_size is not None or not norm_before_gate or activation not in ("swish", "silu"):
+            raise NotImplementedError("fla_rms_norm_gated stand-in: z given, no group, norm before a silu gate")
+        return ref.rms_norm_gated(x, z, weight, eps).contiguous()
+
+    def gated_fake(x: torch.Tensor, z: torch.Tensor | None, weight: torch.Tensor, eps: float, group_size: Any,
+                   norm_before_gate: bool, activation: str) -> Any:
+        check_norm_shapes(x, weight, z)  # z has x's shape: under torch.compile their token dims are one
+        return x.new_empty(x.shape)
+
+    def gated_quant(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor, eps: float,
+                    norm_before_gate: bool, activation: str, group_size: int) -> Any:
+        if bias is not None or not norm_before_gate or activation not in ("swish", "silu") or x.dim() != 2:
+            raise NotImplementedError("gated quant stand-in: 2-D x, no bias, norm before a silu gate")
+        q, s = ref.rms_norm_gated_fp8_group_quant(x, z, weight, eps, group_size, fp8)
+        return q.contiguous(), s.contiguous()
+
+    def gated_quant_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor,
+                         eps: float, norm_before_gate: bool, activation: str, group_size: int) -> Any:
+        check_norm_shapes(x, weight, z)
+        return x.new_empty(x.shape, dtype=fp8), _scale_fake(x, group_size)
+
     return [
+        ("vllm", "fla_rms_norm_gated(Tensor x, Tensor? z, Tensor weight, float eps, SymInt? group_size,"
+                 " bool norm_before_gate, str activation) -> Tensor", gated, gated_fake),
+        ("vllm", "rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z,"
+                 " float eps, bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)",
+         gated_quant, gated_quant_fake),
         (
             "vllm_ir",
             "rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None) -> Tensor",

@@ -1,0 +1,117 @@
+"""Family: gated rms_norm (Qwen3-Next's GDN output) and AITER's fused gated norm + fp8 group quant
+(vLLM pattern #7; ``reference/vllm-facts.md`` §1.2, §3.2, §4.5; ``reference/aiter-kernels.md`` T3).
+
+``RmsNormGated(x, z, w, eps)`` is vLLM's ``RMSNormGated`` with ``norm_before_gate=True``, a silu
+("swish") gate and no group: over the last dim D, ``x32 * rsqrt(mean(x32^2) + eps) * float(w)``
+times ``z32 / (1 + exp(-z32))``, all fp32, rounded once to x.dtype (``reference.rms_norm_gated``);
+x and z have one shape and dtype, w is 1-D over D. It is row-wise: any leading dims are rows.
+Two spellings read it: ``vllm.fla_rms_norm_gated`` (the enabled custom op; its FLA kernel forms
+the gate as ``z * sigmoid(z)``, an fp32 ulp from the native form before the one rounding) and the
+native chain, lifted by ``lift-rms-norm-gated`` (exact; staged like ``rewrites.lift``'s big rules,
+its query being cyclic). A Gemma-style ``(1 + w)`` weight, another gate or a mean over another
+dim is not this chain and stays as it is.
+
+``K_rms_gated_fp8_group_quant(x, z, w, eps, G, dt)`` is AITER Triton's
+``fused_rms_gated_fp8_group_quant`` (vLLM's ``rocm_aiter_fused_rms_gated_fp8_group_quant``):
+``QuantGroup(RmsNormGated(x, z, w, eps), G, dt)`` on rows ``(M, D)``. It quantizes the fp32 gated
+norm without the bf16 rounding, with vLLM's fp8 bounds (224 on e4m3fnuz) and scale floor, so the
+equality is ``rounding``. Constraints are the kernel's (T3): 2-D contiguous x and z of one shape
+and dtype (bf16 / fp16), a 1-D weight over D, G a power of two dividing D (vLLM only uses
+G = D = 128; G = 64 or D = 256 are as valid), a row of at most 64 KB. The norm runs over a whole
+row, so a per-head norm needs rows of one head: heads and head_dim are never named here, they are
+the shapes in the facts. ``rewrites/layout.py`` brings both head layouts to this form: the group
+quant commutes with the row-major reshape between the norm and the quant, and a 3-D
+``(N, H, D)`` gated norm is the reshape of one over ``(N * H, D)``.
+
+Traffic follows ``aiter-kernels.md`` §6: the gated norm reads x, z and w and writes x; the fused
+kernel writes q and the scales instead (one launch). ``Neg`` and ``Exp`` are the ATen ops the lift
+rule reads beyond ``aten_ops``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from eqsat.kernels.norm_quant import ACT_DTYPES, _op, _quant_out
+from eqsat.kernels.spec import (
+    KernelSpec,
+    Traffic,
+    contiguous,
+    dtype_accepted,
+    last_dim_divisible,
+    params,
+    power_of_two,
+    rank,
+    same_dtype,
+    same_last_dim,
+    same_shape,
+)
+from eqsat.kernels.token_static import _Pointwise
+from eqsat.vocab.base import Const, Spelling
+from rewrites.lift import staged
+from rewrites.rule import Rule, rewrite
+
+MAX_ROW_BYTES = 64 * 1024  # T3: N * element size <= 64 KB
+_TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
+
+
+def _gated(a: Mapping[str, object]) -> Traffic:
+    x, w = _op(a, "x"), _op(a, "w")
+    return Traffic(read=2 * x.bytes + w.bytes, written=x.bytes)
+
+
+def _gated_quant(a: Mapping[str, object]) -> Traffic:
+    x, w = _op(a, "x"), _op(a, "w")
+    return Traffic(read=2 * x.bytes + w.bytes, written=_quant_out(x, a["G"]))
+
+
+def gated_constraints(kernel: str) -> tuple[str, ...]:
+    return (
+        *rank("x", 2), *contiguous("x"), *contiguous("z"), *same_shape("x", "z"), *same_dtype("x", "z"),
+        *dtype_accepted(kernel, "x"), *rank("w", 1), *same_last_dim("x", "w"), *power_of_two("G"),
+        *last_dim_divisible("x", "G"), f"(<= (* __n_x 2) {MAX_ROW_BYTES})",  # ACT_DTYPES are 2 bytes
+    )
+
+
+NEG = KernelSpec("Neg", params("x:T"), _Pointwise(), calibration_key="aten:aten.neg.default", doc="-x")
+EXP = KernelSpec("Exp", params("x:T"), _Pointwise(), calibration_key="aten:aten.exp.default", doc="e ** x")
+_Q = "(QuantGroup (RmsNormGated x z w eps) G dt)"
+K = "K_rms_gated_fp8_group_quant"
+
+ROWS: tuple[KernelSpec, ...] = (
+    KernelSpec("RmsNormGated", params("x:T z:T w:T eps:f64"), _gated, calibration_key="rms_norm_gated",
+               doc="x32 * rsqrt(mean(x32^2) + eps) * float(w) * silu(z32), cast to x.dtype (vLLM RMSNormGated)"),
+    KernelSpec(K, params("x:T z:T w:T eps:f64 G:i64 dt:dtype"), _gated_quant, outputs=(f"(Get {_Q} 0)", f"(Get {_Q} 1)"),
+               constraints=gated_constraints(K), dtypes=ACT_DTYPES, numerics="rounding", platforms=_TRITON,
+               calibration_key="rms_gated_group_quant",
+               doc="AITER Triton fused_rms_gated_fp8_group_quant: fp32 gated norm group-quantized, rows (M, D)"),
+    NEG, EXP,
+)
+
+_ARGS = ("x", "w", Const(None), "z", "eps", Const(True))  # then activation, group_size
+
+SPELLINGS: dict[str, tuple[Spelling, ...]] = {
+    "vllm": (
+        *(Spelling("RmsNormGated", "vllm::fla_rms_norm_gated", ("x", "z", "w", "eps"),
+                   fixed=(("group_size", None), ("norm_before_gate", True), ("activation", act)))
+          for act in ("swish", "silu")),
+        *(Spelling(K, "vllm::rocm_aiter_fused_rms_gated_fp8_group_quant", (*_ARGS, Const(act), "G"),
+                   from_output_dtype=("dt",)) for act in ("silu", "swish")),
+    ),
+    "eqsat": (
+        Spelling("RmsNormGated", "eqsat::rms_norm_gated", ("x", "z", "w", "eps")),
+        Spelling(K, "eqsat::rms_norm_gated_fp8_group_quant", ("x", "z", "w", "eps", "G", "dt")),
+    ),
+    "aten": (Spelling("Neg", "aten::neg", ("x",)), Spelling("Exp", "aten::exp", ("x",))),
+}
+
+_X32, _Z32 = '(Convert x "float32")', '(Convert z "float32")'
+NATIVE = (f"(Convert (Mul (Mul (Mul {_X32} (Rsqrt (AddS (MeanLast (PowS {_X32} 2.0)) eps))) (Convert w \"float32\"))"
+          f" (Div {_Z32} (AddS (Exp (Neg {_Z32})) 1.0))) dt)")
+"""vLLM's native ``RMSNormGated.forward_static`` (§4.5): fp32 norm, times float(w), times silu(z32)
+as Inductor spells it (``neg, exp, add 1, div``), cast back to the input dtype ``dt``."""
+
+RULES: tuple[Rule, ...] = staged(
+    rewrite("lift-rms-norm-gated", NATIVE, "(RmsNormGated x z w eps)", "(= dt (dtype x))", *same_dtype("x", "z"),
+            *same_shape("x", "z"), *rank("w", 1), *same_last_dim("x", "w"), family="lift"),
+    (NEG, EXP))

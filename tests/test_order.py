@@ -12,6 +12,8 @@ import eqsat
 from benchmarks.graphs import adversarial as adv
 from eqsat import demo
 from tests.conftest import rand, targets, trace
+from tests.test_gated import before as gated_before
+from tests.test_gated import inputs as gated_inputs
 
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 
@@ -38,6 +40,7 @@ GRAPHS = {
     "native": lambda: trace(native_rms_quant, rand(8, 512), rand(512)),
     "fan_out": lambda: adv.fan_out(8),
     "reshapes": lambda: adv.reshape_chain(12),
+    "gated": lambda: trace(gated_before("3d", "native", "native"), *gated_inputs()),
     "demo": lambda: trace(lambda x, r, v: MODEL(x, r, v), rand(8, 512), rand(8, 512, seed=1), rand(8, 512, seed=2)),
 }
 

@@ -75,11 +75,13 @@ def _validate(options: Options) -> None:
 
 
 def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, *,
-             engine: load.Engine | None = None, **overrides: object) -> Report:
+             engine: load.Engine | None = None, recompile: bool = True, **overrides: object) -> Report:
     """Rewrite ``graph_module`` in place with the cheapest equivalent graph; return the report.
 
     ``engine`` (optional) is a prepared e-graph with the rules declared, reused across calls (an
-    ``EqSatPass`` keeps one); it must have been made from the same catalog and rules."""
+    ``EqSatPass`` keeps one); it must have been made from the same catalog and rules. A changed
+    graph's owning ``GraphModule`` is recompiled unless ``recompile=False`` (a compiler pass: Inductor
+    recompiles the module after its post-grad passes)."""
     options = replace(options or Options(), **overrides)
     _validate(options)
     graph = fx_in.graph_of(graph_module)
@@ -88,7 +90,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     root = dump.dump_root(options.dump_dir)
     dumper = dump.Dump(root, graph) if root else None
     try:
-        _pipeline(graph, options, engine, report, stage, dumper)
+        _pipeline(graph, options, engine, report, stage, dumper, recompile)
     except EqSatInputError:
         raise
     except Exception as exc:
@@ -106,7 +108,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
 
 
 def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, report: Report, stage: _Stages,
-              dumper: dump.Dump | None) -> None:
+              dumper: dump.Dump | None, recompile: bool) -> None:
     vocab = VocabIndex(options.vocabularies)
     deadline = saturate.Deadline.after(options.budgets.seconds)
     with stage("import"):
@@ -130,7 +132,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):
-            ser = serialize.serialize(egraph, engine.constructors, imported.roots)
+            ser = serialize.serialize(egraph, engine.constructors, imported.terms, imported.roots)
         if dumper is not None:
             dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
     eg: EGraph = ser.egraph
@@ -154,7 +156,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab,
                              lambda: deadline.check("emit"))
         owner = imported.graph.owning_module
-        if result.changed and isinstance(owner, fx.GraphModule):
+        if recompile and result.changed and isinstance(owner, fx.GraphModule):
             owner.recompile()
     report.changed = result.changed
     report.kernels_chosen = Counter(result.kernels)

@@ -11,13 +11,13 @@ Fixed constructors:
 - ``(Reshape t s)``: ``t`` reshaped (row-major) to the shape whose key is ``s``. Every FX view op
   (``view``, ``reshape``, ``_unsafe_view``, ``squeeze``, ``unsqueeze``) imports as this one form, so
   view algebra is stated once.
-- ``(Node i)``: import bookkeeping only: unioned with FX node ``i``'s term so that the frozen e-graph
-  says which e-class each FX node landed in. Never extracted.
 
-Facts, set by the importer from ``node.meta["val"]`` for every tensor value:
-``(dtype t)`` dtype name, ``(shape t)`` shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it
-is concrete (the only dim a rule reads; other dims are compared through the shape key), and the
-relation ``(contiguous t)``. ``(dtype-ok K d)`` lists
+Facts, from ``node.meta["val"]`` for every tensor value: ``(dtype t)`` dtype name, ``(shape t)``
+shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it is concrete (the only dim a rule reads;
+other dims are compared through the shape key), and the relation ``(contiguous t)``. The importer
+states them in one row, ``(tensor t dtype shape ndim last contiguous)`` (``last`` is -1 when
+symbolic), and the ``facts`` ruleset (``FACT_RULES``) spreads it into those functions: loading costs
+about the same per action, so one action per value instead of five. ``(dtype-ok K d)`` lists
 the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
 
@@ -35,7 +35,6 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
     "A1": ("String", "i64", "T"),
     "A2": ("String", "i64", "T", "T"),
     "A3": ("String", "i64", "T", "T", "T"),
-    "Node": ("i64",),
 }
 """Constructors of sort T that every e-graph has, with their argument sorts."""
 
@@ -45,8 +44,17 @@ FACT_FUNCTIONS = """
 (function ndim (T) i64 :merge old)
 (function dim (T i64) i64 :merge old)
 (relation contiguous (T))
+(relation tensor (T String String i64 i64 bool))
 (relation dtype-ok (String String))
 """
+
+FACT_RULES = """
+(ruleset facts)
+(rule ((tensor t dt s nd last c)) ((set (dtype t) dt) (set (shape t) s) (set (ndim t) nd)) :ruleset facts)
+(rule ((tensor t dt s nd last c) (>= last 0)) ((set (dim t -1) last)) :ruleset facts)
+(rule ((tensor t dt s nd last c) (= c true)) ((contiguous t)) :ruleset facts)
+"""
+"""How the one loaded ``tensor`` row becomes the fact functions rules read."""
 
 MAX_GENERIC_TENSOR_ARGS = 3
 ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})
@@ -57,7 +65,7 @@ def schema(constructors: dict[str, tuple[str, ...]]) -> str:
     lines = ["(datatype T)"]
     for name, sorts in constructors.items():
         lines.append(f"(constructor {name} ({' '.join(sorts)}) T)")
-    return "\n".join(lines) + FACT_FUNCTIONS
+    return "\n".join(lines) + FACT_FUNCTIONS + FACT_RULES
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -2,7 +2,8 @@
 
 Terms enter through egglog's binding objects, never a program string (parsing a large string is
 quadratic, ``reference/egglog-notes.md``): one rule with an empty query whose actions ``let``-bind
-every FX node's term, union it with ``(Node i)`` and set its facts, run once. The schema (the fixed
+every FX node's term and state its facts in one ``tensor`` row, run once; then the ``facts`` ruleset
+spreads the rows into the fact functions rules read (``eqsat.ir``). The schema (the fixed
 constructors plus one per catalog row) and the rules are declared once per :class:`Engine`.
 """
 
@@ -32,15 +33,13 @@ def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
     return table
 
 
+_LIT_SORTS = ((bool, eb.Bool), (int, eb.Int), (float, eb.Float), (str, eb.String))
+
+
 def _lit(v: object) -> eb.Lit:
-    if isinstance(v, bool):
-        return eb.Lit(_SPAN, eb.Bool(v))
-    if isinstance(v, int):
-        return eb.Lit(_SPAN, eb.Int(v))
-    if isinstance(v, float):
-        return eb.Lit(_SPAN, eb.Float(v))
-    if isinstance(v, str):
-        return eb.Lit(_SPAN, eb.String(v))
+    for py, sort in _LIT_SORTS:  # bool before int: True is an int too
+        if isinstance(v, py):
+            return eb.Lit(_SPAN, sort(v))
     raise TypeError(f"cannot put {type(v).__name__} {v!r} into the e-graph")
 
 
@@ -48,34 +47,47 @@ def _call(name: str, *args: object) -> eb.Call:
     return eb.Call(_SPAN, name, list(args))
 
 
-def _var(i: int) -> eb.Var:
-    return eb.Var(_SPAN, f"n{i}")
+class _Actions:
+    """Builds the load rule's actions; equal literals and each node's variable are built once (a
+    binding object costs microseconds, and a graph repeats the same dtypes, shapes and constants)."""
 
+    def __init__(self) -> None:
+        self.acts: list[object] = []
+        self.lits: dict[tuple[type, object], eb.Lit] = {}
+        self.vars: dict[int, eb.Var] = {}
 
-def _fact_actions(i: int, f: TensorFacts) -> list[object]:
-    v = _var(i)
-    acts: list[object] = [
-        eb.Set(_SPAN, "dtype", [v], _lit(f.dtype)),
-        eb.Set(_SPAN, "shape", [v], _lit(",".join(str(d) for d in f.shape))),
-        eb.Set(_SPAN, "ndim", [v], _lit(len(f.shape))),
-    ]
-    if f.shape and isinstance(f.shape[-1], int):  # rules read the last dim only (eqsat.ir)
-        acts.append(eb.Set(_SPAN, "dim", [v, _lit(-1)], _lit(f.shape[-1])))
-    if f.contiguous:
-        acts.append(eb.Expr_(_SPAN, _call("contiguous", v)))
-    return acts
+    def lit(self, v: object) -> eb.Lit:
+        key = (type(v), v)
+        got = self.lits.get(key)
+        if got is None:
+            got = self.lits[key] = _lit(v)
+        return got
+
+    def var(self, i: int) -> eb.Var:
+        got = self.vars.get(i)
+        if got is None:
+            got = self.vars[i] = eb.Var(_SPAN, f"n{i}")
+        return got
+
+    def term(self, i: int, op: str, args: tuple) -> None:
+        expr = eb.Call(_SPAN, op, [self.var(a.node) if isinstance(a, Arg) else self.lit(a) for a in args])
+        self.acts.append(eb.Let(_SPAN, f"n{i}", expr))
+
+    def facts(self, i: int, f: TensorFacts) -> None:
+        last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1  # eqsat.ir: -1 is symbolic
+        args = [self.var(i), self.lit(f.dtype), self.lit(",".join(str(d) for d in f.shape)), self.lit(len(f.shape)),
+                self.lit(last), self.lit(f.contiguous)]
+        self.acts.append(eb.Expr_(_SPAN, eb.Call(_SPAN, "tensor", args)))
 
 
 def term_actions(imported: Imported) -> list[object]:
-    acts: list[object] = []
+    b = _Actions()
     for i, (op, args) in imported.terms.items():
-        expr = _call(op, *(_var(a.node) if isinstance(a, Arg) else _lit(a) for a in args))
-        acts.append(eb.Let(_SPAN, f"n{i}", expr))
-        acts.append(eb.Union(_SPAN, _call("Node", _lit(i)), _var(i)))
+        b.term(i, op, args)
         facts = imported.facts.get(i)
         if facts is not None:
-            acts.extend(_fact_actions(i, facts))
-    return acts
+            b.facts(i, facts)
+    return b.acts
 
 
 class Engine:
@@ -109,5 +121,11 @@ class Engine:
 
     def load(self, imported: Imported) -> None:
         """Add the imported terms and facts (call inside ``scope()``)."""
-        rule = eb.RuleCommand(eb.Rule(_SPAN, term_actions(imported), [], "load", "load"))
-        self.egraph.run_program(rule, *self.egraph.parse_program("(run load 1)"))
+        self.egraph.run_program(*load_commands(self.egraph, imported))
+
+
+def load_commands(egraph: eb.EGraph, imported: Imported) -> list[object]:
+    """The commands that add ``imported`` to an e-graph declared with ``schema`` and a ``load``
+    ruleset: the load rule, run once, then the ``facts`` ruleset."""
+    rule = eb.RuleCommand(eb.Rule(_SPAN, term_actions(imported), [], "load", "load"))
+    return [rule, *egraph.parse_program("(run load 1) (run facts 1)")]

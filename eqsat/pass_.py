@@ -64,7 +64,8 @@ class EqSatPass(CustomGraphPass):
         try:
             if self._engine is None:
                 self._engine = Engine(self.options.catalog, self.options.active_rules())
-            self.last_report = optimize(graph, self._options_for_graph(), engine=self._engine)
+            # Inductor (and vLLM through it) recompiles the module after its post-grad passes
+            self.last_report = optimize(graph, self._options_for_graph(), engine=self._engine, recompile=False)
             if self.last_report.error:
                 self._engine = None  # never reuse an engine a failure may have left in a bad state
         except Exception as exc:

@@ -1,17 +1,21 @@
 """Serialize: freeze the saturated egglog e-graph into the plain value extraction reads.
 
 Entry point :func:`serialize`. It reads egglog's frozen tables directly (no JSON): constructor rows
-become :class:`~extract.egraph.ENode`s, ``(Node i)`` rows say which e-class FX node ``i`` is in, and
-the fact tables become :class:`~extract.egraph.TensorFacts` per e-class. E-class ids are dense ints
-assigned here; nothing of egglog survives in the result.
+become :class:`~extract.egraph.ENode`s and the fact tables :class:`~extract.egraph.TensorFacts` per
+e-class. The e-class of FX node ``i`` is found by hash-consing: its imported term, with each child
+replaced by its child node's e-class, is an e-node of the frozen e-graph (egglog keeps every e-node
+it was given, canonicalised). E-class ids are dense ints assigned here; nothing of egglog survives in
+the result.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from egglog import bindings as eb
 
+from eqsat.fx_in import Arg, Term
 from extract.egraph import EGraph, ENode, Ref, TensorFacts
 
 
@@ -29,7 +33,9 @@ def _parse_dim(d: str) -> int | str:
         return d
 
 
-def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], root_nodes: list[int]) -> Serialized:
+def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms: Mapping[int, Term],
+              root_nodes: list[int]) -> Serialized:
+    """Freeze ``egraph``; ``terms`` are the loaded terms by FX node index (``Imported.terms``)."""
     frozen = egraph.freeze()
     ids: dict[object, int] = {}
 
@@ -50,9 +56,6 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], root_
         for row in fn.rows:
             if row.subsumed:
                 continue
-            if name == "Node":
-                class_of_node[egraph.value_to_i64(row.inputs[0])] = cid(row.output)
-                continue
             args = tuple(Ref(cid(v)) if s == "T" else decode[s](v) for s, v in zip(sorts, row.inputs, strict=True))
             nodes.append(ENode(name, args, cid(row.output)))
 
@@ -72,6 +75,13 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], root_
         text = egraph.value_to_string(sv)
         shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
         facts[c] = TensorFacts(egraph.value_to_string(dv), shape, c in contiguous)
+    index = {(n.op, n.args): n.eclass for n in nodes}
+    for i in sorted(terms):  # FX order: children first
+        op, targs = terms[i]
+        key = (op, tuple(Ref(class_of_node[a.node]) if isinstance(a, Arg) else a for a in targs))
+        if key not in index:
+            raise RuntimeError(f"the term of FX node {i} ({op}) is not in the frozen e-graph")
+        class_of_node[i] = index[key]
     roots = list(dict.fromkeys(class_of_node[i] for i in root_nodes))
     return Serialized(EGraph.from_nodes(nodes, roots, facts), class_of_node, ids)
 

@@ -81,6 +81,11 @@ def load_profile(name: str | Profile) -> Profile:
         return name
     if name.endswith(".json") and Path(name).is_file():
         return Profile.from_json(Path(name).read_text())
+    return _builtin_profile(name)
+
+
+@cache
+def _builtin_profile(name: str) -> Profile:  # a pure function of files shipped in the package
     try:
         text = resources.files("extract.profiles").joinpath(f"{name}.json").read_text()
     except FileNotFoundError:
@@ -105,8 +110,13 @@ def bind_dim(d: int | str, sizes: int | Mapping[str, int]) -> int:
         default, table = sizes.get("*", 256), sizes
     if d in table:
         return int(table[d])
-    expr = _sympify(d)
-    return int(expr.subs({s: table.get(str(s), default) for s in expr.free_symbols}))
+    return _bind_expr(d, default, tuple(sorted(table.items())))
+
+
+@cache
+def _bind_expr(d: str, default: int, table: tuple[tuple[str, int], ...]) -> int:
+    expr, sizes = _sympify(d), dict(table)
+    return int(expr.subs({s: sizes.get(str(s), default) for s in expr.free_symbols}))
 
 
 def operand(f: TensorFacts, sizes: int | Mapping[str, int]) -> Operand:
@@ -129,6 +139,7 @@ class RooflineCost:
         self.egraph, self.catalog, self.profile = egraph, catalog, profile
         self.points = size_points(sizes)
         self._memo: dict[ENode, float] = {}
+        self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
 
     def operand_at(self, eclass: int) -> Operand | None:
         """The tensor of ``eclass`` at the first size point (None without facts)."""
@@ -140,9 +151,17 @@ class RooflineCost:
         if node.op in ZERO_COST_OPS:
             return None
 
+        point = next((k for k, p in enumerate(self.points) if p is sizes), None)
+
         def opnd(eclass: int) -> Operand | None:
-            f = self.egraph.facts.get(eclass)
-            return None if f is None else operand(f, sizes)
+            key = (eclass, point)
+            if point is None or key not in self._operands:
+                f = self.egraph.facts.get(eclass)
+                got = None if f is None else operand(f, sizes)
+                if point is None:
+                    return got
+                self._operands[key] = got
+            return self._operands[key]
 
         if node.op in self.catalog:
             spec = self.catalog[node.op]

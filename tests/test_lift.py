@@ -203,7 +203,7 @@ def _plan(rule_name: str, imported) -> str:
     """How egglog plans ``rule_name`` after the other rules ran: reporting a decomposed plan panics."""
     from egglog import bindings as eb
 
-    from eqsat.load import constructors, schema, term_actions
+    from eqsat.load import constructors, load_commands, schema
     from rewrites.schedule import default_rules
     rules = default_rules(eqsat.DEFAULT_CATALOG, "rounding")
     egraph = eb.EGraph()
@@ -211,9 +211,7 @@ def _plan(rule_name: str, imported) -> str:
                *(f'(dtype-ok "{s.name}" "{d}")' for s in eqsat.DEFAULT_CATALOG for d in s.dtypes),
                *(r.egglog("pre") for r in rules), *(r.egglog("one") for r in rules if r.name == rule_name)]
     egraph.run_program(*egraph.parse_program("\n".join(program)))
-    span = eb.RustSpan("test", 0, 0)
-    egraph.run_program(eb.RuleCommand(eb.Rule(span, term_actions(imported), [], "load", "load")),
-                       *egraph.parse_program("(run load 1) (run pre 4)"))
+    egraph.run_program(*load_commands(egraph, imported), *egraph.parse_program("(run pre 4)"))
     egraph.set_report_level(eb.WithPlan())
     try:
         ran = egraph.run_program(*egraph.parse_program("(run one 1)"))[0].report.num_matches_per_rule

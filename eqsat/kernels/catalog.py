@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 
 from eqsat.fingerprint import stable
 from eqsat.kernels import act_quant, aten_ops, gated, inductor, mla, norm_quant, pad, token_static
@@ -36,14 +37,15 @@ class Catalog:
     def __iter__(self) -> Iterator[KernelSpec]:
         return iter(self.specs)
 
+    @cached_property
+    def _by_name(self) -> dict[str, KernelSpec]:
+        return {s.name: s for s in self.specs}
+
     def __getitem__(self, name: str) -> KernelSpec:
-        for s in self.specs:
-            if s.name == name:
-                return s
-        raise KeyError(name)
+        return self._by_name[name]
 
     def __contains__(self, name: object) -> bool:
-        return any(s.name == name for s in self.specs)
+        return name in self._by_name
 
     def extend(self, specs: Iterable[KernelSpec]) -> Catalog:
         return Catalog(self.specs + tuple(specs))

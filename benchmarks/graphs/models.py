@@ -24,9 +24,6 @@ GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so the
   ``rocm_aiter_per_token_quant``, whose q and scale the GEMM reads), ``gpt_oss_router_pad()``
   (fused-add norm -> router GEMM + pad to 2944).
 
-Besides vLLM's ops, ``register_ops`` defines ``rocm_aiter_fused_rms_gated_fp8_group_quant``, the op
-the pattern-matcher baseline's #7 emits, when ``register_vllm_standins`` does not.
-
 ``GRAPHS`` names every single-graph builder. Stand-in ops are defined once per process and never
 override an op that already exists (e.g. when the real vLLM is imported).
 """
@@ -47,7 +44,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import eqsat  # noqa: F401  (registers torch.ops.eqsat.*, e.g. silu_and_mul)
-from eqsat import reference as ref
 from eqsat.ops import define_op
 from eqsat.vocab.vllm_standins import register_vllm_standins, standin_fp8_dtype
 
@@ -102,10 +98,6 @@ def register_ops() -> None:
          _per_token_quant, lambda x, dt, scale=None: (x.new_empty(x.shape, dtype=dt), _out(x, 1, F32))),
         ("rocm_aiter_per_tensor_quant(Tensor(a0!) out, Tensor x, Tensor(a2!) scale, bool is_dynamic) -> ()",
          _per_tensor_quant, lambda out, x, scale, dyn: None),
-        ("rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z, float eps, "
-         "bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)",  # the baseline's #7
-         _rms_gated_quant, lambda x, w, b, z, eps, before, act, g: (x.new_empty(x.shape, dtype=_fp8()),
-                                                                    _out(x, x.shape[-1] // g, F32))),
     ]
     for schema, impl, fake in vllm:
         define_op(_LIBS, "vllm", schema, impl, fake)
@@ -122,17 +114,6 @@ def _per_tensor_quant(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, i
     if is_dynamic:
         scale.copy_((x.float().abs().amax() / fmax).clamp_min(1e-10).reshape(scale.shape))
     out.copy_((x.float() / scale).clamp(-fmax, fmax).to(out.dtype))
-
-
-def _rms_gated_quant(x: torch.Tensor, w: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor, eps: float,
-                     norm_before_gate: bool, activation: str, group_size: int) -> Any:
-    """AITER's gated rms_norm + group fp8 quant on ``(T*H, D)`` rows, in fp32 throughout."""
-    if not norm_before_gate or activation not in ("silu", "swish"):
-        raise NotImplementedError("stand-in: norm before gate, silu only")
-    x32, z32 = x.float(), z.float()
-    y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()
-    y = (y if bias is None else y + bias.float()) * F.silu(z32)
-    return ref.group_fp8_quant(y, group_size, _fp8())
 
 
 # -- tracing ------------------------------------------------------------------------------------------

@@ -8,8 +8,9 @@ Per graph of ``benchmarks.graphs.models``:
   output) comes from after the pass (``fusion_sites``): a fused AITER op, Inductor's native chain
   (eqsat's "leave it to Inductor" rows), or still the unfused quant. Sites fused by one optimizer
   and not by the other are listed by name.
-- **pass time**: eqsat is ``eqsat.optimize(copy, options, engine=engine)`` with the engine an
-  ``EqSatPass`` keeps (rules declared once per process); the baseline is
+- **pass time**: eqsat is ``eqsat.optimize(copy, options, engine=engine, recompile=False)`` with the
+  engine an ``EqSatPass`` keeps (rules declared once per process; no recompile, as in the pass:
+  Inductor recompiles after its post-grad passes, and the baseline does not either); the baseline is
   ``PatternMatcherBaseline.apply(copy)`` (patterns registered once per process). Each timed run gets
   a fresh copy of the graph, made and garbage-collected outside the timed region, after untimed
   warm-up runs; the median of at least 10 runs (3 with ``--quick``) is reported.
@@ -184,7 +185,7 @@ class Bench:
         self.register_ms = self.baseline.registration_s * 1e3
 
     def eqsat(self, gm: fx.GraphModule) -> eqsat.Report:
-        return eqsat.optimize(gm, self.pass_.options, engine=self.engine)
+        return eqsat.optimize(gm, self.pass_.options, engine=self.engine, recompile=False)  # as the pass runs
 
     def row(self, name: str, build: Callable[[], fx.GraphModule], runs: int | None = None) -> Row:
         runs = runs or self.runs
@@ -370,7 +371,9 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "MI300 with the AITER fusions on and `quant_fp8` enabled, in its order, passes and tracing, each replacement "
         "the fused op eqsat would pick; vllm-facts §1.2 pattern numbers: "
         f"{bench.baseline.describe()}). eqsat: "
-        "`eqsat.optimize(copy, options, engine=engine)` with a warm engine, profile mi300x, sizes 256. "
+        "`eqsat.optimize(copy, options, engine=engine, recompile=False)` (as `EqSatPass` runs it: Inductor "
+        "recompiles after its post-grad passes; the baseline does not recompile either) with a warm engine, "
+        "profile mi300x, sizes 256. "
         f"Times: median of {bench.runs} to {5 * bench.runs} runs (more for small graphs), each on a fresh copy "
         "of the graph (copying and GC outside the timed region), after 3 warm-up runs (1 above 0.5 s); CPU ms is the median CPU time of this process over the same runs "
         "(less disturbed by other processes on a shared machine). A *site* is an fp8 activation read by a GEMM / attention / the "

@@ -88,7 +88,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     report = Report()
     stage = _Stages(report)
     root = dump.dump_root(options.dump_dir)
-    dumper = dump.Dump(root, graph) if root else None
+    dumper = dump.opened(root, graph) if root else None
     try:
         _pipeline(graph, options, engine, report, stage, dumper, recompile)
     except EqSatInputError:

@@ -99,6 +99,15 @@ class Dump:
         (self.dir / "report.json").write_text(json.dumps(report.as_dict(), indent=2, default=str) + "\n")
 
 
+def opened(root: Path, graph: fx.Graph) -> Dump | None:
+    """A new dump folder for ``graph`` under ``root``; None (logged) when it cannot be made."""
+    try:
+        return Dump(root, graph)
+    except Exception as exc:
+        log.warning("eqsat: could not dump to %s (%s: %s)", root, type(exc).__name__, exc)
+        return None
+
+
 def safely(action: str, fn, *args: object) -> None:
     """Run one dump step; a dump must never break the pass."""
     try:

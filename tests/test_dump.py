@@ -78,6 +78,14 @@ def test_a_graph_that_cannot_be_saved_still_optimizes(tmp_path, caplog):
     assert "could not dump the saved graph" in caplog.text
 
 
+def test_a_dump_folder_that_cannot_be_made_still_optimizes(tmp_path, caplog):
+    blocker = tmp_path / "file"
+    blocker.write_text("a file where the dump folder should go")
+    report = eqsat.optimize(trace(norm_quant, rand(8, 256), rand(256)), strict=True, dump_dir=str(blocker))
+    assert report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 1}
+    assert "could not dump to" in caplog.text
+
+
 def test_layers_put_each_node_below_its_inputs():
     gm = trace(norm_quant, rand(8, 256), rand(256))
     rows = {n: k for k, row in enumerate(fx_picture.layers(gm.graph)) for n in row}

@@ -106,7 +106,9 @@ class Engine:
         program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         program += [r.egglog(RULESET) for r in rules]
-        self.egraph.run_program(*self.egraph.parse_program("\n".join(program)))
+        # one small parse per declaration: a parsed node's span holds its whole source text, so one big
+        # program string costs time quadratic in its length (reference/egglog-notes.md)
+        self.egraph.run_program(*(c for text in program for c in self.egraph.parse_program(text)))
 
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)

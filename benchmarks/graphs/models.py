@@ -16,8 +16,8 @@ GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so the
   also feeds the router GEMM and the routed experts in bf16 (three consumers, not one).
 - ``deepseek_v32_indexer()``: one rms_norm whose output goes through a view into two group quants
   (vLLM pattern #6, the DeepSeek-V3.2 indexer's q_c).
-- vLLM patterns #7, #1/#2/#8/#9 and #11, written in vLLM's spelling so that a catalog without the
-  kernel honestly reports 0 fusions: ``qwen3_next_gated_norm()`` (native RMSNormGated -> reshape
+- vLLM patterns #7, #1/#2/#8/#9 and #11, written in vLLM's spelling (a catalog without a kernel
+  for one honestly reports 0 fusions there): ``qwen3_next_gated_norm()`` (native RMSNormGated -> reshape
   -> group quant; fp8 models run the gated norm native, so there is no ``fla_rms_norm_gated``
   node), ``llama_fp8_static()`` / ``llama_fp8_per_token()`` (fused-add norm -> static per-tensor /
   dynamic per-token quant, as ``auto_functionalized(rocm_aiter_per_tensor_quant)`` /

@@ -22,6 +22,8 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.aten_ops``.
   1.29 below it, where vLLM's scale floor coarsens its grid); all-zero groups give q·scale = 0 on both.
   ``G`` is read off the grouped view's last dim; x is 2-D, its last dim a multiple of ``G``, q is
   viewed back to x's shape and the scale to ``[rows, N / G]``. FMAX comes from ``NATIVE_FP8_MAX``.
+  ``-folded``: the same chain where no 2-D x exists because the grouped view is the producer's own
+  shape (Inductor dropped the two reshapes); x is made as the reshape of that value to q's shape.
 
 Constants (``eps``, ``G``) are pattern variables; structure (which dims, dtypes, constants) is
 checked exactly with facts. All rules are equalities in one ruleset: their order never matters.
@@ -58,17 +60,27 @@ _WEIGHT = (*same_dtype("x", "w"), "(= dt (dtype w))", *rank("w", 1), *same_last_
 _RESIDUAL = (*same_shape("x", "r"), *same_dtype("x", "r"))
 
 
-def quant_group_rule(fp8: str, fmax: float) -> Rule:
+def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
+    """The native group quant of a 2-D ``x`` viewed as ``xg = [.., G]``; ``folded``: of the 2-D
+    value ``q`` is viewed back to, when the graph holds no such ``x`` because ``xg`` is already the
+    grouped shape (Inductor drops ``reshape(reshape(y, [N, H*G]), [N, H, G])`` of a ``[N, H, G]``
+    y): the rule then makes ``x = Reshape(xg, sq)`` and states its facts, read from ``xg`` and q."""
     scale = '(ClampMin (DivS (Convert (Get (MaxLast (Abs xg)) 0) "float32") fmax) lo)'
     q = f"(Reshape (Convert (ClampMax (ClampMin (Div xg {scale}) nf) fmax) dt) sq)"
-    query = (
-        "(= xg (Reshape x sg))", f"(= __q {q})", f"(= __s (Reshape {scale} ss))",
-        f'(= dt "{fp8}")', f"(= fmax {fmax!r})", "(= nf (neg fmax))", "(= lo (/ 1.0 (* fmax 512.0)))",
-        *rank("x", 2), "(= (dim x -1) __n)", "(= (dim xg -1) G)", "(> G 0)", "(= 0 (% __n G))",
-        "(= (shape x) sq)", *rank("__s", 2), "(= (dim __s -1) (/ __n G))",
-    )
-    actions = ("(union __q (Get (QuantGroup x G dt) 0))", "(union __s (Get (QuantGroup x G dt) 1))")
-    return rule(f"lift-quant-group-{fp8.removeprefix('float8_')}", query, actions, "rounding", "lift")
+    common = (f"(= __q {q})", f"(= __s (Reshape {scale} ss))", f'(= dt "{fp8}")', f"(= fmax {fmax!r})",
+              "(= nf (neg fmax))", "(= lo (/ 1.0 (* fmax 512.0)))", "(= (dim xg -1) G)", "(> G 0)",
+              "(= 0 (% __n G))", *rank("__s", 2), "(= (dim __s -1) (/ __n G))")
+    name = f"lift-quant-group-{fp8.removeprefix('float8_')}"
+    if not folded:
+        query = ("(= xg (Reshape x sg))", *common, *rank("x", 2), "(= (dim x -1) __n)", "(= (shape x) sq)")
+        actions = ("(union __q (Get (QuantGroup x G dt) 0))", "(union __s (Get (QuantGroup x G dt) 1))")
+        return rule(name, query, actions, "rounding", "lift")
+    query = (*common, "(= (shape __q) sq)", *rank("__q", 2), "(= (dim __q -1) __n)", "(= dx (dtype xg))",
+             "(contiguous xg)")
+    actions = ("(let x (Reshape xg sq))", "(set (dtype x) dx)", "(set (shape x) sq)", "(set (ndim x) 2)",
+               "(set (dim x -1) __n)", "(contiguous x)",
+               "(union __q (Get (QuantGroup x G dt) 0))", "(union __s (Get (QuantGroup x G dt) 1))")
+    return rule(f"{name}-folded", query, actions, "rounding", "lift")
 
 
 # -- staging: egglog 13.2 answers some decomposed (multi-bag) query plans wrongly ------------------
@@ -178,7 +190,7 @@ _BIG = (
     rule("lift-add-rms-norm-residual",
          (f"(= __n {rms_tail(_S32)})", f"(= __res (Convert {_S32} (dtype x)))", *_WEIGHT, *_RESIDUAL),
          (f"(union __res (Get {_ADD_RMS} 1))",), family="lift"),
-    *(quant_group_rule(fp8, fmax) for fp8, fmax in NATIVE_FP8_MAX.items()),
+    *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX.items() for folded in (False, True)),
 )
 _STAGED = tuple(staged(r) for r in _BIG)
 

@@ -24,7 +24,8 @@ FNUZ = torch.float8_e4m3fnuz
 KERNEL = "K_rms_gated_fp8_group_quant"
 FUSED = "vllm.rocm_aiter_fused_rms_gated_fp8_group_quant.default"
 TESTED_RULES = {"lift-rms-norm-gated", "lift-rms-norm-gated.match", "quant-group-of-reshape", "rms-norm-gated-rows",
-                f"fuse-{KERNEL}", f"unlift-{KERNEL}"}
+                f"fuse-{KERNEL}", f"unlift-{KERNEL}", "lift-quant-group-e4m3fnuz-folded",
+                "lift-quant-group-e4m3fnuz-folded.match"}
 H, D = 8, 128
 
 
@@ -193,3 +194,18 @@ def test_gated_rules_plan_as_one_bag():
     imported = import_graph(gm, eqsat.DEFAULT_CATALOG, default_index())
     names = ("lift-rms-norm-gated", "quant-group-of-reshape", "rms-norm-gated-rows", f"fuse-{KERNEL}")
     assert {n: _plan(n, imported) for n in names} == dict.fromkeys(names, "single")
+
+
+@pytest.mark.parametrize("layout", ["flat", "3d"])
+def test_native_quant_through_torch_compile_fuses(layout):
+    """Inductor folds ``reshape(N, H*D) -> reshape(N, H, D)`` of the 3-D layout away, so the native
+    quant's grouped view is the gated norm's output itself (``lift-quant-group-*-folded``)."""
+    x, z, w = inputs()
+    torch._dynamo.mark_dynamic(z, 0)
+    p = Capture(strict=True)
+    got = compile_with(p, before(layout, "native", "native"), x, z, w)
+    assert p.last_report.kernels_chosen == {KERNEL: 1}, p.before
+    if layout == "3d":
+        assert p.last_report.rules_fired["lift-quant-group-e4m3fnuz-folded"] > 0
+    want = before(layout, "native", "native")(x, z, w)
+    assert ref.fp8_step_error(got[0], got[1], want[0], want[1], 128) <= 1.25

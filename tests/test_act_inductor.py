@@ -15,7 +15,7 @@ vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 FN = torch.float8_e4m3fn
 
 TESTED_RULES = {"fuse-K_silu_mul_fp8_group_quant", "unlift-K_silu_mul_fp8_group_quant", "fuse-I_rms_group_quant",
-                "fuse-I_add_rms_group_quant", "fuse-I_silu_group_quant"}
+                "fuse-I_add_rms_group_quant", "fuse-I_silu_group_quant", "fuse-I_rms_gated_group_quant"}
 
 
 def inductor_wins():
@@ -23,7 +23,8 @@ def inductor_wins():
     base = load_profile("h200")
     fast = KernelTiming(launch_us=0.1, bandwidth_gbps=1e5)
     return replace(base, kernels={**base.kernels, **{k: fast for k in (
-        "inductor:rms_group_quant", "inductor:add_rms_group_quant", "inductor:silu_group_quant")}})
+        "inductor:rms_group_quant", "inductor:add_rms_group_quant", "inductor:silu_group_quant",
+        "inductor:rms_gated_group_quant")}})
 
 
 def test_fuse_silu_mul_group_quant():
@@ -70,3 +71,12 @@ def test_inductor_silu_group_quant_inlines_native_chain():
     check(lambda x: own.group_fp8_quant(own.silu_and_mul(x), 128, FN),
           lambda x: ref.group_fp8_quant(ref.silu_and_mul(x), 128, FN),
           [rand(8, 512)], numerics="rounding", fires="fuse-I_silu_group_quant", profile=inductor_wins())
+
+
+def test_inductor_rms_gated_group_quant_inlines_native_chain():
+    def before(x, z, w):
+        return vllm.rocm_aiter_group_fp8_quant(vllm.fla_rms_norm_gated(x, z, w, 1e-6, None, True, "swish"), 128)
+
+    check(before, lambda x, z, w: ref.group_fp8_quant(ref.rms_norm_gated(x, z, w, 1e-6), 128, torch.float8_e4m3fnuz),
+          [rand(8, 256), rand(8, 256, seed=5), rand(256)], numerics="rounding",
+          fires="fuse-I_rms_gated_group_quant", profile=inductor_wins())

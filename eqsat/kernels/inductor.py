@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from eqsat import reference as ref
-from eqsat.kernels import act_quant, norm_quant
+from eqsat.kernels import act_quant, gated, norm_quant
 from eqsat.kernels.spec import (
     KernelSpec,
     Traffic,
@@ -40,6 +40,11 @@ def _add_rms_group_quant(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps:
     return q, residual, s
 
 
+def _rms_gated_group_quant(x: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float, g: int,
+                           dt: torch.dtype):
+    return ref.group_fp8_quant(ref.rms_norm_gated(x, z, w, eps), g, dt)
+
+
 def _silu_group_quant(x: torch.Tensor, g: int, dt: torch.dtype):
     return ref.group_fp8_quant(ref.silu_and_mul(x), g, dt)
 
@@ -58,12 +63,13 @@ class _Launches:
 
 
 def _like(name: str) -> KernelSpec:
-    return {s.name: s for s in (*norm_quant.ROWS, *act_quant.ROWS)}[name]
+    return {s.name: s for s in (*norm_quant.ROWS, *act_quant.ROWS, *gated.ROWS)}[name]
 
 
 _RMS = _like("K_rmsnorm_fp8_group_quant")
 _ADD = _like("K_rmsnorm_add_fp8_group_quant")
 _SILU = _like("K_silu_mul_fp8_group_quant")
+_GATED = _like(gated.K)
 _ANY = frozenset({"any"})
 
 ROWS: tuple[KernelSpec, ...] = (
@@ -77,6 +83,12 @@ ROWS: tuple[KernelSpec, ...] = (
                             *last_dim_divisible("x", "G")),
                numerics="rounding", platforms=_ANY, calibration_key="inductor:add_rms_group_quant",
                expand=_add_rms_group_quant, doc="native fused-add rms_norm + group quant, one Inductor kernel"),
+    KernelSpec("I_rms_gated_group_quant", params("x:T z:T w:T eps:f64 G:i64 dt:dtype"), _Launches(_GATED.traffic, 2),
+               outputs=_GATED.outputs,
+               constraints=(*rank("x", 2), *same_shape("x", "z"), *same_dtype("x", "z"), *same_dtype("x", "w"),
+                            *last_dim_divisible("x", "G")),
+               numerics="rounding", platforms=_ANY, calibration_key="inductor:rms_gated_group_quant",
+               expand=_rms_gated_group_quant, doc="native gated rms_norm + group quant, one Inductor kernel"),
     KernelSpec("I_silu_group_quant", params("x:T G:i64 dt:dtype"), _SILU.traffic, outputs=_SILU.outputs,
                constraints=(*rank("x", 2), "(= (dim x -1) __n)", "(= 0 (% __n (* 2 G)))"),
                numerics="rounding", platforms=_ANY, calibration_key="inductor:silu_group_quant",

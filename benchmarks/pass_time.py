@@ -336,8 +336,9 @@ def _git_revision() -> tuple[str, str]:
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                              cwd=HERE, check=False).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                               text=True, cwd=HERE, check=False).stdout.strip()
+        status = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True,
+                                text=True, cwd=HERE, check=False).stdout.splitlines()
+        dirty = "\n".join(line for line in status if "benchmarks/results/" not in line)  # this run's output
     except OSError:
         rev, dirty = "", ""
     return rev or "?", dirty

@@ -50,10 +50,10 @@ class ENode:
     op: str
     args: tuple[object, ...]
     eclass: int
+    children: tuple[int, ...] = field(init=False, repr=False, compare=False)  # the Ref args' e-classes
 
-    @property
-    def children(self) -> tuple[int, ...]:
-        return tuple(a.eclass for a in self.args if isinstance(a, Ref))
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "children", tuple(a.eclass for a in self.args if isinstance(a, Ref)))
 
 
 @dataclass

@@ -46,6 +46,8 @@ TABLE: list[tuple[str, str, str, str | None]] = [
      "tests/test_gated.py::test_any_eps_and_group_the_kernel_takes"),
     ("#7", "AiterRMSNormGatedFp8GroupQuantPattern", "Qwen3-Next benchmark graph (heads from shapes, not layers)",
      "tests/test_gated.py::test_qwen3_next_benchmark_graph_fuses"),
+    ("#7", "AiterRMSNormGatedFp8GroupQuantPattern", "native quant through torch.compile (Inductor drops the 3-D layout's reshapes)",
+     "tests/test_gated.py::test_native_quant_through_torch_compile_fuses"),
     ("#8", "AiterRMSNormStaticQuantPattern", "AITER per_tensor_quant (auto_functionalized)",
      "tests/test_token_static.py::test_aiter_per_tensor_quant_under_auto_functionalized"),
     ("#8", "AiterRMSNormStaticQuantPattern", "static scale that is a graph input written back (copy_)",

@@ -13,7 +13,8 @@ Per graph of ``benchmarks.graphs.models``:
   Inductor recompiles after its post-grad passes, and the baseline does not either); the baseline is
   ``PatternMatcherBaseline.apply(copy)`` (patterns registered once per process). Each timed run gets
   a fresh copy of the graph, made and garbage-collected outside the timed region, after untimed
-  warm-up runs; the median of at least 10 runs (3 with ``--quick``) is reported.
+  warm-up runs; the two optimizers' runs alternate; the median of at least 10 runs (3 with
+  ``--quick``) is reported.
 - the one-off costs: declaring eqsat's rules (a first ``Engine``) and registering the baseline's
   33 patterns (what vLLM registers for this family on an MI300); "incl. one-off" speedups add each
   to its optimizer's per-graph time.
@@ -129,26 +130,35 @@ class Timing:
     cpu_ms: list[float]  # this process's CPU time: less sensitive to other processes on the machine
 
 
-def timed_runs(gm: fx.GraphModule, run: Callable[[fx.GraphModule], object], runs: int) -> tuple[Timing, object,
-                                                                                            fx.GraphModule]:
-    """Times of ``run`` on fresh copies after warm-up runs (3, or 1 for a graph that takes over
-    0.5 s): ``runs`` of them, or more (up to 5x) while they fit in ~2 s (steadier medians for small
-    graphs); the result of the median run, and the last copy."""
-    start = time.perf_counter()
-    run(copy_graph(gm))
-    warm_ms = (time.perf_counter() - start) * 1e3
-    for _ in range(2 if warm_ms < 500 else 0):
+def timed_runs(gm: fx.GraphModule, runners: Sequence[Callable[[fx.GraphModule], object]],
+               runs: int) -> list[tuple[Timing, object, fx.GraphModule]]:
+    """Times of each runner on fresh copies of ``gm``, interleaved (a, b, a, b, ...: a burst of noise
+    on a shared machine hits both alike), after warm-up runs (3, or 1 for a graph that takes over
+    0.5 s): ``runs`` rounds, or more (up to 5x) while a round fits in ~2 s (steadier medians for
+    small graphs). Per runner: its timing, the result of its median run, and its last copy."""
+    warm = []
+    for run in runners:
+        start = time.perf_counter()
         run(copy_graph(gm))
-    timing, results, out = Timing([], []), [], gm
-    for _ in range(max(runs, min(5 * runs, int(2000 / max(warm_ms, 1e-3))))):
-        out = copy_graph(gm)
-        gc.collect()
-        wall, cpu = time.perf_counter(), time.process_time()
-        results.append(run(out))
-        timing.cpu_ms.append((time.process_time() - cpu) * 1e3)
-        timing.wall_ms.append((time.perf_counter() - wall) * 1e3)
-    median_run = sorted(range(len(results)), key=timing.wall_ms.__getitem__)[len(results) // 2]
-    return timing, results[median_run], out
+        warm.append((time.perf_counter() - start) * 1e3)
+        for _ in range(2 if warm[-1] < 500 else 0):
+            run(copy_graph(gm))
+    timings = [Timing([], []) for _ in runners]
+    results: list[list[object]] = [[] for _ in runners]
+    outs = [gm for _ in runners]
+    for _ in range(max(runs, min(5 * runs, int(2000 / max(max(warm), 1e-3))))):
+        for k, run in enumerate(runners):
+            outs[k] = copy_graph(gm)
+            gc.collect()
+            wall, cpu = time.perf_counter(), time.process_time()
+            results[k].append(run(outs[k]))
+            timings[k].cpu_ms.append((time.process_time() - cpu) * 1e3)
+            timings[k].wall_ms.append((time.perf_counter() - wall) * 1e3)
+    out = []
+    for timing, res, last in zip(timings, results, outs, strict=True):
+        median_run = sorted(range(len(res)), key=timing.wall_ms.__getitem__)[len(res) // 2]
+        out.append((timing, res[median_run], last))
+    return out
 
 
 @dataclass
@@ -192,8 +202,7 @@ class Bench:
         start = time.perf_counter()
         gm = build()
         build_ms = (time.perf_counter() - start) * 1e3
-        eq_t, report, eq_gm = timed_runs(gm, self.eqsat, runs)
-        pm_t, count, pm_gm = timed_runs(gm, self.baseline.apply, runs)
+        (eq_t, report, eq_gm), (pm_t, count, pm_gm) = timed_runs(gm, (self.eqsat, self.baseline.apply), runs)
         kernels = Counter(k for k in map(_fused_op, pm_gm.graph.nodes) if k)
         return Row(name, len(gm.graph.nodes), build_ms, eq_t, pm_t, report, fusion_sites(eq_gm),
                    fusion_sites(pm_gm), count, kernels)
@@ -376,7 +385,9 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "recompiles after its post-grad passes; the baseline does not recompile either) with a warm engine, "
         "profile mi300x, sizes 256. "
         f"Times: median of {bench.runs} to {5 * bench.runs} runs (more for small graphs), each on a fresh copy "
-        "of the graph (copying and GC outside the timed region), after 3 warm-up runs (1 above 0.5 s); CPU ms is the median CPU time of this process over the same runs "
+        "of the graph (copying and GC outside the timed region), after 3 warm-up runs (1 above 0.5 s), eqsat's "
+        "and the baseline's runs alternating (a slow spell of the machine hits both); CPU ms is the median CPU "
+        "time of this process over the same runs "
         "(less disturbed by other processes on a shared machine). A *site* is an fp8 activation read by a GEMM / attention / the "
         "graph output; it is fused when a fused kernel produces it (an AITER op, or eqsat's Inductor-native "
         "chain).", "",

@@ -13,8 +13,10 @@ A GRAPH is either ``FILE.py:fn``, a function traced on its file's ``example_inpu
 ``--inputs``) with a symbolic token dim, or ``GRAPH.json``, a graph saved by ``eqsat save``,
 ``eqsat.graphfile.save`` or an ``EQSAT_DUMP_DIR`` dump (``before.json``). Saved graphs are loaded
 after vLLM's op schemas are registered (``register_vllm_standins``: the real ``vllm_ir`` ops when
-vLLM is installed, stand-ins with vLLM's schemas for the rest); a graph using ops of another library
-cannot be loaded by the CLI (load it with ``eqsat.graphfile.load`` after importing that library).
+vLLM is installed, stand-ins with vLLM's schemas for the rest, so the optimizer knows the norms and
+quants); any other op the graph uses (attention, GEMMs, all-reduce, MoE, ..., any library's) loads
+as an opaque stand-in from the schema and output shapes the file carries (files saved since
+format version 2), so a graph dumped inside vLLM on a GPU machine loads anywhere.
 """
 
 from __future__ import annotations

@@ -4,38 +4,50 @@
 vLLM — ATen ops, ``torch.ops.vllm.*`` / ``vllm_ir.*`` / ``_C.*`` (under
 ``torch.ops.higher_order.auto_functionalized``), ``operator.getitem`` — as one JSON object::
 
-    {"format": "eqsat-fx-graph", "version": 1, "symbols": {"s77": 16},
+    {"format": "eqsat-fx-graph", "version": 2, "symbols": {"s77": 16},
+     "schemas": {"vllm_ir.rms_norm.default": "vllm_ir::rms_norm(Tensor x, Tensor weight, float epsilon) -> Tensor"},
      "nodes": [{"name": "arg1_1", "op": "placeholder",
                 "val": {"tensor": {"shape": ["s77", 512], "stride": [512, 1],
                                    "dtype": "bfloat16", "device": "cpu"}}},
                {"name": "rms_norm", "op": "call_function", "target": "vllm_ir.rms_norm.default",
-                "args": [{"node": "arg1_1"}, {"node": "arg2_1"}, 1e-06], "kwargs": {}}, ...]}
+                "args": [{"node": "arg1_1"}, {"node": "arg2_1"}, 1e-06], "kwargs": {},
+                "val": {"tensor": {...}}}, ...]}
+
+``"schemas"`` holds ``str(op._schema)`` of every op a node calls or passes (``auto_functionalized``'s
+first argument), and a ``call_function`` node of such an op carries its output spec ``"val"`` (tensors,
+tuples and lists of them, None, ints and SymInts), so the file describes the ops it uses.
 
 ``load(path)`` / ``loads(text)`` rebuild the nodes (same names, targets, args) and then propagate
 fake tensors through them from the placeholder specs (``FakeTensorProp`` under a ``ShapeEnv`` in
 which each saved symbol is recreated with its own name and size hint), so every node carries
-``meta["val"]`` again and ``eqsat.optimize`` / ``explain`` / ``check_equiv`` see the same graph.
+``meta["val"]`` again and ``eqsat.optimize`` / ``explain`` / ``check_equiv`` see the same graph. An
+op this process has registered resolves to itself; one it lacks (a vLLM graph's attention, GEMMs,
+all-reduce, ... on a machine without vLLM) becomes an opaque stand-in with the saved schema, whose
+fake impl returns the saved output spec (:mod:`eqsat.graphfile_ops`): the optimizer treats it as the
+leaf it was. Version-1 files (no schemas) load when every op they use is registered.
 
 Invariants:
 - Nothing in a file is imported, unpickled or evaluated. A target resolves only as
-  ``torch.ops.<ns>.<op>.<overload>`` (an op some library already registered),
-  ``torch.ops.higher_order.<name>``, or one of the ``operator`` functions in ``OPERATORS``.
+  ``torch.ops.<ns>.<op>.<overload>`` (an op some library already registered, or a stand-in defined
+  from its saved schema by torch's schema parser), ``torch.ops.higher_order.<name>``, or one of the
+  ``operator`` functions in ``OPERATORS``.
 - Symbolic sizes are written as sums of products of ints and symbol names (``"512*s77 + 7"``);
   symbols are named ``s<digits>`` as Inductor names them. Anything else is refused when saving.
 - Values: node refs, None / bool / int / float (inf and nan included) / str, dtypes, devices,
   layouts, memory formats, ops (the first argument of ``auto_functionalized``), lists, tuples,
   dicts with str keys, SymInts. ``get_attr`` nodes (constants) are not supported.
 - Every error is a :class:`GraphFileError` naming what is wrong: the file, the version, the node,
-  or the op and the namespace whose library must be registered first.
+  or the op (its schema, or the namespace whose library must be registered first).
+- An output spec that cannot be saved (e.g. an unbacked size) is left out; only a load that needs a
+  stand-in for that node fails, naming it.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import operator
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,49 +58,20 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
 from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
-FORMAT, VERSION = "eqsat-fx-graph", 1
-OPERATORS: dict[str, Callable[..., Any]] = {
-    f.__name__: f for f in (operator.getitem, operator.add, operator.sub, operator.mul, operator.floordiv,
-                            operator.mod, operator.neg, operator.truediv)}
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+from eqsat.graphfile_ops import OPERATORS, GraphFileError, MissingOpError, StandIns, resolve, target_name
+from eqsat.graphfile_sizes import expr_text, parse_terms
+
+__all__ = ["OPERATORS", "GraphFileError", "dump_value", "dumps", "load", "loads", "resolve", "save"]
+
+FORMAT, VERSION, READS = "eqsat-fx-graph", 2, (1, 2)
 _SYMBOL = re.compile(r"s(\d+)")
-_TOKEN = re.compile(r"\s*(\d+|[A-Za-z_][A-Za-z0-9_]*|\*\*|[+\-*])")
 _DTYPES = {str(d).removeprefix("torch."): d for d in vars(torch).values() if isinstance(d, torch.dtype)}
 _LAYOUTS = {str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.layout)}
 _FORMATS = {str(v).removeprefix("torch."): v for v in vars(torch).values() if isinstance(v, torch.memory_format)}
-_STANDINS = "import vLLM, or call eqsat.vocab.vllm_standins.register_vllm_standins()"
-
-
-class GraphFileError(ValueError):
-    """A graph that cannot be saved, or a file that cannot be loaded; the message says why."""
+_NO_VAL = object()  # a node entry without "val" (JSON null is the spec of None)
 
 
 # -- saving -----------------------------------------------------------------------------------------
-
-
-def _expr(value: torch.SymInt | int) -> str | int:
-    """A size as JSON: an int, or its expression when symbolic (checked to parse back)."""
-    if isinstance(value, int):
-        return value
-    text = str(value.node.expr)
-    try:
-        _parse_terms(text)
-    except GraphFileError:
-        raise GraphFileError(f"symbolic size {text!r} is not a sum of products of ints and s<N> symbols; "
-                             "it cannot be saved") from None
-    return text
-
-
-def _target_name(target: object) -> str:
-    if isinstance(target, torch._ops.OpOverload):
-        ns, _, op = target._schema.name.partition("::")
-        return f"{ns}.{op}.{target._overloadname}"
-    if isinstance(target, torch._ops.HigherOrderOperator):
-        return f"higher_order.{target.name()}"
-    if callable(target) and OPERATORS.get(getattr(target, "__name__", "")) is target:
-        return f"operator.{target.__name__}"
-    raise GraphFileError(f"cannot save a call to {target!r}: only torch.ops overloads, torch.ops.higher_order "
-                         f"operators and operator.{{{', '.join(OPERATORS)}}} are supported")
 
 
 def _encode(value: object) -> object:
@@ -99,7 +82,7 @@ def _encode(value: object) -> object:
     if isinstance(value, float):
         return value if math.isfinite(value) else {"float": repr(value)}
     if isinstance(value, torch.SymInt):
-        return {"symint": _expr(value)}
+        return {"symint": expr_text(value)}
     if isinstance(value, torch.dtype):
         return {"dtype": str(value).removeprefix("torch.")}
     if isinstance(value, torch.device):
@@ -109,7 +92,7 @@ def _encode(value: object) -> object:
     if isinstance(value, torch.memory_format):
         return {"memory_format": str(value).removeprefix("torch.")}
     if isinstance(value, (torch._ops.OpOverload, torch._ops.HigherOrderOperator)):
-        return {"op": _target_name(value)}
+        return {"op": target_name(value)}
     if isinstance(value, tuple):
         return {"tuple": [_encode(v) for v in value]}
     if isinstance(value, list):
@@ -119,50 +102,90 @@ def _encode(value: object) -> object:
     raise GraphFileError(f"cannot save an argument of type {type(value).__name__}: {value!r}")
 
 
-def _placeholder_val(node: fx.Node, symbols: dict[str, int]) -> object:
-    val = node.meta.get("val")
+def dump_value(val: object, symbols: dict[str, int]) -> object:
+    """A fake value as JSON: tensors by shape, stride, dtype and device; SymInts by their expression;
+    tuples, lists, None and scalars as :func:`_encode` writes them. Adds the symbols it uses (with
+    their size hints) to ``symbols``."""
     if isinstance(val, torch.Tensor):
-        sizes = [*val.shape, *val.stride()]
-        spec = {"shape": [_expr(d) for d in val.shape], "stride": [_expr(s) for s in val.stride()],
-                "dtype": str(val.dtype).removeprefix("torch."), "device": str(val.device)}
-        encoded: object = {"tensor": spec}
-    elif isinstance(val, torch.SymInt):
-        sizes, encoded = [val], {"symint": _expr(val)}
-    elif val is None or isinstance(val, (bool, int, float)):
+        _note_symbols([*val.shape, *val.stride()], symbols)
+        return {"tensor": {"shape": [expr_text(d) for d in val.shape], "stride": [expr_text(s) for s in val.stride()],
+                           "dtype": str(val.dtype).removeprefix("torch."), "device": str(val.device)}}
+    if isinstance(val, torch.SymInt):
+        _note_symbols([val], symbols)
+        return {"symint": expr_text(val)}
+    if val is None or isinstance(val, (bool, int, float)):
         return _encode(val)
-    else:
-        raise GraphFileError(f"placeholder {node.name!r}: cannot save a value of type {type(val).__name__}")
+    if isinstance(val, (tuple, list)):
+        items = [dump_value(v, symbols) for v in val]
+        return {"tuple": items} if isinstance(val, tuple) else items
+    raise GraphFileError(f"cannot save a value of type {type(val).__name__}")
+
+
+def _note_symbols(sizes: list[int | torch.SymInt], symbols: dict[str, int]) -> None:
     for size in sizes:
-        if isinstance(size, torch.SymInt):
-            for sym in size.node.expr.free_symbols:
-                symbols[str(sym)] = int(size.node.shape_env.guarding_hint_or_throw(sym))
-    return encoded
+        if not isinstance(size, torch.SymInt):
+            continue
+        for sym in size.node.expr.free_symbols:
+            if not _SYMBOL.fullmatch(str(sym)):
+                raise GraphFileError(f"symbol {sym}: only backed sizes named s<N> can be saved")
+            symbols[str(sym)] = int(size.node.shape_env.guarding_hint_or_throw(sym))
+
+
+def _ops_in(value: object) -> Iterator[torch._ops.OpOverload]:
+    if isinstance(value, torch._ops.OpOverload):
+        yield value
+    elif isinstance(value, (tuple, list)):
+        for v in value:
+            yield from _ops_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _ops_in(v)
+
+
+def _output(node: fx.Node, symbols: dict[str, int]) -> object:
+    """The node's output spec, or ``_NO_VAL`` when it has none or it cannot be saved."""
+    if "val" not in node.meta:
+        return _NO_VAL
+    used: dict[str, int] = {}
+    try:
+        spec = dump_value(node.meta["val"], used)
+    except GraphFileError:
+        return _NO_VAL
+    symbols.update(used)
+    return spec
 
 
 def dumps(graph_module: fx.GraphModule | fx.Graph) -> str:
     """The JSON text of a graph (see the module docstring); raises :class:`GraphFileError`."""
     graph = graph_module.graph if isinstance(graph_module, fx.GraphModule) else graph_module
     symbols: dict[str, int] = {}
+    schemas: dict[str, str] = {}
     nodes: list[dict[str, object]] = []
     for n in graph.nodes:
         entry: dict[str, object] = {"name": n.name, "op": n.op}
+        out: object = _NO_VAL
         if n.op == "placeholder":
-            entry["val"] = _placeholder_val(n, symbols)
+            try:
+                entry["val"] = dump_value(n.meta.get("val"), symbols)
+            except GraphFileError as exc:
+                raise GraphFileError(f"placeholder {n.name!r}: {exc}") from None
         elif n.op == "call_function":
-            entry["target"] = _target_name(n.target)
+            entry["target"] = target_name(n.target)
+            ops = [*_ops_in(n.target), *_ops_in(n.args), *_ops_in(n.kwargs)]
+            schemas.update((target_name(op), str(op._schema)) for op in ops)
+            out = _output(n, symbols) if ops else _NO_VAL
         elif n.op != "output":
             raise GraphFileError(f"node {n.name!r}: {n.op} nodes are not supported (only placeholder, "
                                  "call_function and output)")
         if n.op != "placeholder":
             entry["args"] = [_encode(a) for a in n.args]
             entry["kwargs"] = {k: _encode(v) for k, v in n.kwargs.items()}
+        if out is not _NO_VAL:
+            entry["val"] = out
         if n.meta.get("stack_trace"):
             entry["stack_trace"] = n.meta["stack_trace"]
         nodes.append(entry)
-    for name in symbols:
-        if not _SYMBOL.fullmatch(name):
-            raise GraphFileError(f"symbol {name!r}: only backed sizes named s<N> can be saved")
-    head = json.dumps({"format": FORMAT, "version": VERSION, "symbols": symbols})[:-1]
+    head = json.dumps({"format": FORMAT, "version": VERSION, "symbols": symbols, "schemas": schemas})[:-1]
     return head + ', "nodes": [\n' + ",\n".join(json.dumps(n) for n in nodes) + "\n]}"  # a node a line
 
 
@@ -173,58 +196,11 @@ def save(graph_module: fx.GraphModule | fx.Graph, path: str | Path) -> None:
 # -- loading ----------------------------------------------------------------------------------------
 
 
-def _parse_terms(text: str) -> list[tuple[int, list[str]]]:
-    """``"2*s0**2 - s1 + 7"`` -> ``[(2, ["s0", "s0"]), (-1, ["s1"]), (7, [])]``; no eval.
-
-    Grammar: ``expr := ["-"] term (("+" | "-") term)*``, ``term := factor ("*" factor)*``,
-    ``factor := INT | NAME ["**" INT]``."""
-    tokens: list[str] = []
-    pos, text = 0, text.strip()
-    while pos < len(text):
-        m = _TOKEN.match(text, pos)
-        if m is None:
-            raise GraphFileError(f"bad size expression {text!r}")
-        tokens.append(m.group(1))
-        pos = m.end()
-    tokens.append("")
-
-    def bad() -> GraphFileError:
-        return GraphFileError(f"bad size expression {text!r}")
-
-    terms: list[tuple[int, list[str]]] = []
-    i, sign = 0, 1
-    if tokens[0] == "-":
-        i, sign = 1, -1
-    while True:
-        coeff, names = sign, []
-        while True:
-            tok = tokens[i]
-            if tok.isdigit():
-                coeff, i = coeff * int(tok), i + 1
-            elif _NAME.fullmatch(tok):
-                power, i = 1, i + 1
-                if tokens[i] == "**":
-                    if not tokens[i + 1].isdigit():
-                        raise bad()
-                    power, i = int(tokens[i + 1]), i + 2
-                names += [tok] * power
-            else:
-                raise bad()
-            if tokens[i] != "*":
-                break
-            i += 1
-        terms.append((coeff, names))
-        if tokens[i] == "":
-            return terms
-        if tokens[i] not in ("+", "-"):
-            raise bad()
-        sign, i = (1 if tokens[i] == "+" else -1), i + 1
-
-
 class _Loader:
-    """One file being loaded: its symbols as SymInts, its nodes by name."""
+    """One file being loaded: its symbols as SymInts, its op schemas, its nodes by name, the stand-ins
+    it defined."""
 
-    def __init__(self, symbols: Mapping[str, int]) -> None:
+    def __init__(self, symbols: Mapping[str, int], schemas: Mapping[str, object] | None = None) -> None:
         self.shape_env = ShapeEnv()
         self.mode = FakeTensorMode(shape_env=self.shape_env, allow_non_fake_inputs=True)
         self.symbols: dict[str, torch.SymInt] = {}
@@ -233,6 +209,8 @@ class _Loader:
             if m is None or not isinstance(hint, int) or isinstance(hint, bool):
                 raise GraphFileError(f"bad symbol {name!r}: {hint!r} (expected s<N>: int hint)")
             self.symbols[name] = self._symbol(int(m.group(1)), hint)
+        self.schemas = dict(schemas or {})
+        self.standins = StandIns(self.value)
         self.env: dict[str, fx.Node] = {}
 
     def _symbol(self, index: int, hint: int) -> torch.SymInt:
@@ -256,7 +234,7 @@ class _Loader:
         if not isinstance(value, str):
             raise GraphFileError(f"bad size {value!r}")
         total: int | torch.SymInt = 0
-        for coeff, names in _parse_terms(value):
+        for coeff, names in parse_terms(value):
             term: int | torch.SymInt = coeff
             for name in names:
                 if name not in self.symbols:
@@ -265,11 +243,26 @@ class _Loader:
             total = total + term
         return total
 
-    def decode(self, value: object) -> object:
+    def op(self, name: str, out: object = _NO_VAL, called: bool = False) -> Any:
+        """The op ``name``: the registered one, or else a stand-in made from the file's schema and
+        ``out``, the saved output of the node that calls it (``called``) or passes it to
+        ``auto_functionalized``."""
+        try:
+            return resolve(name)
+        except MissingOpError as exc:
+            if name not in self.schemas:
+                raise GraphFileError(f"{exc} (the file carries no schema to stand in for it)") from None
+            if out is _NO_VAL:
+                raise GraphFileError(f"{exc} (the file carries its schema but no output for this node)") from None
+            make = self.standins.op if called else self.standins.functionalized
+            return make(name, self.schemas[name], out)
+
+    def decode(self, value: object, out: object = _NO_VAL) -> object:
+        """A saved argument; ``out`` is the saved output of its node (for the stand-in of an op value)."""
         if value is None or isinstance(value, (bool, int, float, str)):
             return value
         if isinstance(value, list):
-            return [self.decode(v) for v in value]
+            return [self.decode(v, out) for v in value]
         if not isinstance(value, dict) or len(value) != 1:
             raise GraphFileError(f"bad value {value!r}")
         ((kind, body),) = value.items()
@@ -285,15 +278,20 @@ class _Loader:
         if kind == "symint":
             return self.size(body)
         if kind == "op" and isinstance(body, str):
-            return resolve(body)
+            return self.op(body, out)
         if kind == "tuple" and isinstance(body, list):
-            return tuple(self.decode(v) for v in body)
+            return tuple(self.decode(v, out) for v in body)
         if kind == "dict" and isinstance(body, dict):
-            return {k: self.decode(v) for k, v in body.items()}
+            return {k: self.decode(v, out) for k, v in body.items()}
         raise GraphFileError(f"bad value {value!r}" + (" (a node used before it is defined)" if kind == "node" else ""))
 
-    def example(self, spec: object) -> object:
-        """The fake input of a placeholder from its saved spec."""
+    def value(self, spec: object) -> object:
+        """A fake value (a placeholder's input, a stand-in's output) from its saved spec: tensors are
+        made by ``empty_strided`` in the load's fake mode."""
+        if isinstance(spec, list):
+            return [self.value(v) for v in spec]
+        if isinstance(spec, dict) and set(spec) == {"tuple"} and isinstance(spec["tuple"], list):
+            return tuple(self.value(v) for v in spec["tuple"])
         if not (isinstance(spec, dict) and set(spec) == {"tensor"}):
             return self.decode(spec)
         t = spec["tensor"]
@@ -306,33 +304,6 @@ class _Loader:
                                        dtype=dtype, device=device)
 
 
-def resolve(name: str) -> Callable[..., Any]:
-    """``"ns.op.overload"`` / ``"higher_order.name"`` / ``"operator.name"`` -> the callable; nothing
-    else (no imports)."""
-    parts = name.split(".")
-    if not all(_NAME.fullmatch(p) and not p.startswith("__") for p in parts):
-        raise GraphFileError(f"bad op name {name!r}")
-    if len(parts) == 2 and parts[0] == "operator" and parts[1] in OPERATORS:
-        return OPERATORS[parts[1]]
-    if len(parts) == 2 and parts[0] == "higher_order":
-        hop = getattr(torch.ops.higher_order, parts[1], None)
-        if isinstance(hop, torch._ops.HigherOrderOperator):
-            return hop
-        raise GraphFileError(f"unknown higher-order op torch.ops.higher_order.{parts[1]}")
-    if len(parts) != 3:
-        raise GraphFileError(f"bad op name {name!r}: expected ns.op.overload")
-    ns, op, overload = parts
-    try:
-        target = getattr(getattr(getattr(torch.ops, ns), op), overload)
-    except (AttributeError, RuntimeError):
-        hint = _STANDINS if ns in ("vllm", "vllm_ir", "_C") else "import the library that defines them"
-        raise GraphFileError(f"unknown op torch.ops.{name}: the {ns!r} ops must be registered before loading "
-                             f"this graph ({hint})") from None
-    if not isinstance(target, torch._ops.OpOverload):
-        raise GraphFileError(f"torch.ops.{name} is not an op overload")
-    return target
-
-
 def loads(text: str) -> fx.GraphModule:
     """The graph of a JSON text written by :func:`dumps`, every node with ``meta["val"]``."""
     try:
@@ -341,12 +312,14 @@ def loads(text: str) -> fx.GraphModule:
         raise GraphFileError(f"not a saved graph: invalid JSON ({exc})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise GraphFileError(f"not a saved graph: expected a JSON object with \"format\": \"{FORMAT}\"")
-    if data.get("version") != VERSION:
+    if data.get("version") not in READS:
         raise GraphFileError(f"saved graph version {data.get('version')!r} is not supported (this eqsat reads "
-                             f"version {VERSION})")
+                             f"versions {', '.join(map(str, READS))})")
     if not isinstance(data.get("symbols"), dict) or not isinstance(data.get("nodes"), list):
         raise GraphFileError("saved graph lacks \"symbols\" (an object) or \"nodes\" (a list)")
-    loader = _Loader(data["symbols"])
+    if not isinstance(data.get("schemas", {}), dict):
+        raise GraphFileError("saved graph's \"schemas\" is not an object")
+    loader = _Loader(data["symbols"], data.get("schemas", {}))
     graph = fx.Graph()
     inputs: list[object] = []
     for entry in data["nodes"]:
@@ -367,14 +340,16 @@ def _add_node(graph: fx.Graph, loader: _Loader, entry: object, inputs: list[obje
     op, name = entry.get("op"), entry["name"]
     if op == "placeholder":
         node = graph.placeholder(name)
-        inputs.append(loader.example(entry.get("val")))
+        inputs.append(loader.value(entry.get("val")))
     elif op in ("call_function", "output"):
-        args, kwargs = loader.decode(entry.get("args", [])), loader.decode({"dict": entry.get("kwargs", {})})
+        out = entry.get("val", _NO_VAL)
+        args, kwargs = loader.decode(entry.get("args", []), out), loader.decode({"dict": entry.get("kwargs", {})}, out)
         assert isinstance(args, list) and isinstance(kwargs, dict)
         if op == "output":
             node = graph.output(args[0] if args else None)
         else:
-            node = graph.create_node("call_function", resolve(str(entry.get("target"))), tuple(args), kwargs, name)
+            target = loader.op(str(entry.get("target")), out, called=True)
+            node = graph.create_node("call_function", target, tuple(args), kwargs, name)
     else:
         raise GraphFileError(f"unsupported node op {op!r}")
     if node.name != name:

@@ -5,6 +5,11 @@ from __future__ import annotations
 
 import json
 import math
+import re
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import sympy
@@ -15,10 +20,11 @@ from hypothesis import strategies as st
 
 import eqsat
 from benchmarks.graphs import models
-from eqsat import cli, graphfile
+from eqsat import cli, graphfile, graphfile_sizes
 from eqsat.capture import copy_graph
 from eqsat.demo import DecoderLayerNormQuant
 from eqsat.graphfile import GraphFileError
+from eqsat.ops import define_op, op_exists
 from tests.conftest import rand, trace
 
 vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
@@ -133,7 +139,7 @@ polynomials = st.lists(st.tuples(st.integers(-600, 600), st.lists(st.sampled_fro
 def test_size_expressions_parse_as_sympy_prints_them(terms, point):
     expr = sum((c * sympy.Mul(*names) for c, names in terms), sympy.Integer(0))
     env = dict(zip(SYMBOLS, point, strict=True))
-    parsed = graphfile._parse_terms(str(expr))
+    parsed = graphfile_sizes.parse_terms(str(expr))
     value = sum(c * math.prod(env[sympy.Symbol(n, integer=True, positive=True)] for n in names) for c, names in parsed)
     assert value == expr.subs(env)
 
@@ -145,13 +151,30 @@ def good_text() -> str:
     return graphfile.dumps(trace(norm_quant, rand(8, 256), rand(256)))
 
 
+def edit_json(text: str, edit: Callable[[dict], object]) -> str:
+    data = json.loads(text)
+    edit(data)
+    return json.dumps(data)
+
+
+def without_schemas(text: str) -> str:
+    return edit_json(text, lambda d: d.pop("schemas"))
+
+
 @pytest.mark.parametrize("edit, message", [
     (lambda t: t[:40], "invalid JSON"),
     (lambda t: t.replace("eqsat-fx-graph", "onnx"), "not a saved graph"),
-    (lambda t: t.replace('"version": 1', '"version": 9'), "version 9 is not supported"),
-    (lambda t: t.replace("vllm_ir.rms_norm.default", "vllm_ir.no_such_norm.default"),
-     "unknown op torch.ops.vllm_ir.no_such_norm.default: the 'vllm_ir' ops must be registered"),
-    (lambda t: t.replace("vllm_ir.rms_norm.default", "mylib.op.default"), "'mylib' ops must be registered"),
+    (lambda t: t.replace('"version": 2', '"version": 9'), "version 9 is not supported"),
+    (lambda t: without_schemas(t.replace("vllm_ir.rms_norm.default", "vllm_ir.no_such_norm.default")),
+     "unknown op torch.ops.vllm_ir.no_such_norm.default: the 'vllm_ir' ops must be registered before loading "
+     "this graph (import vLLM, or call eqsat.vocab.vllm_standins.register_vllm_standins()) (the file carries no "
+     "schema to stand in for it)"),
+    (lambda t: without_schemas(t.replace("vllm_ir.rms_norm.default", "mylib.op.default")),
+     "'mylib' ops must be registered"),
+    (lambda t: t.replace("vllm_ir.rms_norm.default", "mylib.op.default"),
+     "op mylib.op.default: the saved schema 'vllm_ir::rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? "
+     "variance_size=None) -> Tensor' is another op's"),
+    (lambda t: edit_json(t, lambda d: d.update(schemas=3)), "\"schemas\" is not an object"),
     (lambda t: t.replace("vllm_ir.rms_norm.default", "os.system"), "expected ns.op.overload"),
     (lambda t: t.replace("vllm_ir.rms_norm.default", "vllm_ir.__class__.default"), "bad op name"),
     (lambda t: t.replace('{"node": "x_1"}', '{"node": "later"}'), "used before it is defined"),
@@ -161,7 +184,7 @@ def good_text() -> str:
 def test_bad_files_say_what_is_wrong(tmp_path, edit, message):
     path = tmp_path / "g.json"
     path.write_text(edit(good_text()))
-    with pytest.raises(GraphFileError, match=message.replace("(", r"\(").replace("*", r"\*")) as info:
+    with pytest.raises(GraphFileError, match=re.escape(message)) as info:
         graphfile.load(path)
     assert str(path) in str(info.value)
 
@@ -174,6 +197,146 @@ def test_unsupported_graphs_are_refused_when_saving():
     graph.output(graph.call_function(print, (graph.placeholder("x"),)))
     with pytest.raises(GraphFileError, match="cannot save a call to <built-in function print>"):
         graphfile.dumps(graph)
+
+
+# -- ops the loading process lacks: opaque stand-ins from the saved schemas ---------------------------
+
+LIB, GONE = "eqsat_graphfile_test", "eqsat_graphfile_gone"  # GONE: a namespace no library defines
+_LIBS: dict[str, torch.library.Library] = {}
+for _schema, _fake in [
+    ("proj(Tensor x, Tensor w) -> Tensor", lambda x, w: x.new_empty([x.shape[0], w.shape[0]])),
+    ("split_heads(Tensor x) -> (Tensor, Tensor)", lambda x: (x.new_empty([x.shape[0], x.shape[1] // 2]),) * 2),
+    ("write_cache(Tensor(a!) cache, Tensor x) -> ()", lambda cache, x: None),
+    ("gather(Tensor x, SymInt rows) -> Tensor", lambda x, rows: x.new_empty([rows, x.shape[1]])),
+]:
+    define_op(_LIBS, LIB, _schema, lambda *args: None, _fake)
+
+
+def opaque_model(x, w_up, w_down, w_norm, cache):
+    """Every kind of op a vLLM graph holds beside the norms and quants: a GEMM-like op (called twice,
+    with two output shapes), a tuple output, an in-place cache write, a SymInt-shaped output."""
+    lib, eps = getattr(torch.ops, LIB), 1e-6
+    a, b = lib.split_heads(lib.proj(x, w_up))
+    cache = torch.ops.higher_order.auto_functionalized(lib.write_cache.default, cache=cache, x=a)[1]
+    g = lib.gather(b, x.shape[0] * 2)
+    q1 = vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(a, w_norm, eps), 128)
+    q2 = vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(g, w_norm, eps), 128)
+    return q1[0], q1[1], q2[0], q2[1], lib.proj(g, w_down), cache
+
+
+def opaque_graph() -> fx.GraphModule:
+    gm = trace(opaque_model, rand(8, 256), rand(512), rand(64), rand(256), rand(8, 256))
+    gm.graph.eliminate_dead_code()  # the unused getitem 0 (None) of the `-> ()` op, as post-grad graphs have it
+    gm.recompile()
+    return gm
+
+
+def gone(text: str) -> str:
+    """The saved graph as a process without the test library sees it."""
+    assert f"{LIB}::" in text
+    return text.replace(LIB, GONE)
+
+
+def test_ops_the_loader_lacks_become_opaque_stand_ins_with_the_saved_schema_and_outputs():
+    gm = opaque_graph()
+    assert not op_exists(f"{GONE}::proj")
+    loaded = graphfile.loads(gone(graphfile.dumps(gm)))
+    assert [s[:2] + s[3:] for s in signature(loaded)] == [s[:2] + s[3:] for s in signature(gm)]
+    standins = {n.name: n.target for n in loaded.graph.nodes if str(n.target).startswith("eqsat_opaque")}
+    assert sorted(standins) == ["gather", "proj", "proj_1", "split_heads"]
+    assert str(standins["proj"]).split(".")[1:] == [f"{GONE}__proj", "default"]
+    assert str(standins["proj_1"]).split(".")[1:] == [f"{GONE}__proj__v1", "default"]  # another output shape
+    (af,) = [n for n in loaded.graph.nodes if "auto_functionalized" in str(n.target)]
+    write = af.args[0]
+    assert str(write._schema).partition("(")[2] == "Tensor(a!) cache, Tensor x) -> ()" and write._schema.is_mutable
+    assert write.name().startswith("eqsat_opaque")
+    with pytest.raises(RuntimeError, match=f"opaque stand-in for torch.ops.{GONE}.proj.default"):
+        standins["proj"](torch.zeros(2, 4), torch.zeros(3))
+    want = eqsat.optimize(copy_graph(gm), strict=True).kernels_chosen
+    got = eqsat.optimize(loaded, strict=True).kernels_chosen
+    assert got == want and want["K_rmsnorm_fp8_group_quant"] == 2
+
+
+def test_two_loads_in_one_process_get_their_own_stand_ins():
+    text = gone(graphfile.dumps(opaque_graph()))
+    first, second = graphfile.loads(text), graphfile.loads(text)
+    ns = [{str(n.target).split(".")[0] for n in g.graph.nodes if str(n.target).startswith("eqsat_opaque")}
+          for g in (first, second)]
+    assert len(ns[0]) == len(ns[1]) == 1 and ns[0] != ns[1]
+    resaved = graphfile.loads(graphfile.dumps(second))  # a loaded graph saves and loads again, stood in anew
+
+    def renamed(g: fx.GraphModule) -> list[tuple[str, ...]]:
+        return [(name, op, re.sub(r"^eqsat_opaque\d+\.", "", target), val) for name, op, target, val in signature(g)]
+
+    assert renamed(resaved) == renamed(second) and signature(resaved) != signature(second)
+    for g in (first, second, resaved):
+        assert eqsat.optimize(g, strict=True).kernels_chosen["K_rmsnorm_fp8_group_quant"] == 2
+
+
+def test_a_version_1_file_loads_when_its_ops_are_registered():
+    def version_1(d: dict) -> None:
+        d.update(version=1)
+        del d["schemas"]
+        for node in d["nodes"]:
+            if node["op"] != "placeholder":
+                node.pop("val", None)
+
+    loaded = graphfile.loads(edit_json(good_text(), version_1))
+    assert eqsat.optimize(loaded, strict=True).kernels_chosen["K_rmsnorm_fp8_group_quant"] == 1
+
+
+def set_schema(op: str, schema: str) -> Callable[[str], str]:
+    return lambda t: edit_json(t, lambda d: d["schemas"].update({f"{GONE}.{op}.default": schema}))
+
+
+def drop_val(node: str) -> Callable[[str], str]:
+    return lambda t: edit_json(t, lambda d: next(n for n in d["nodes"] if n["name"] == node).pop("val"))
+
+
+@pytest.mark.parametrize("edit, message", [
+    (set_schema("proj", f"{GONE}::proj(__torch__.torch.classes.nowhere.Cache c, Tensor w) -> Tensor"),
+     f"op {GONE}.proj.default: cannot rebuild its saved schema '{GONE}::proj(__torch__.torch.classes.nowhere.Cache "
+     "c, Tensor w) -> Tensor' (Unknown custom class type nowhere.Cache. Please ensure it is registered.:)"),
+    (set_schema("proj", f"{GONE}::proj(Tensor x, Tensor w) -> Tensr"), "cannot rebuild its saved schema"),
+    (set_schema("proj", f"{GONE}::proj(Tensor x, Tensor w) -> (Tensor, Tensor)"),
+     f"op {GONE}.proj.default: saved output {{'tensor'"),
+    (set_schema("proj", f"{GONE}::proj(Tensor(a!) x, Tensor w) -> Tensor(a!)"), "returns an alias of an argument"),
+    (set_schema("proj", f"{GONE}::other(Tensor x, Tensor w) -> Tensor"), "is another op's"),
+    (set_schema("write_cache", f"{GONE}::write_cache(Tensor(a!) cache, Tensor x) -> (Tensor, Tensor, Tensor)"),
+     "is not (op outputs, *mutated values)"),
+    (drop_val("split_heads"), f"unknown op torch.ops.{GONE}.split_heads.default"),
+    (drop_val("split_heads"), "(the file carries its schema but no output for this node)"),
+])
+def test_bad_stand_ins_say_which_op(edit, message):
+    with pytest.raises(GraphFileError, match=re.escape(message)):
+        graphfile.loads(edit(gone(graphfile.dumps(opaque_graph()))))
+
+
+SUBPROCESS = """import json, sys
+import eqsat
+from eqsat import graphfile
+from eqsat.ops import op_exists
+from eqsat.vocab.vllm_standins import register_vllm_standins
+register_vllm_standins()
+assert not op_exists("eqsat_bench::fp8_gemm") and not op_exists("eqsat_bench::mla_attention")
+gm = graphfile.load(sys.argv[1])
+print(json.dumps({"kernels": eqsat.optimize(gm, strict=True).kernels_chosen,
+                  "targets": sorted({str(n.target) for n in gm.graph.nodes if "eqsat_opaque" in str(n.target)})}))
+"""
+
+
+def test_a_deepseek_layer_loads_in_a_process_without_its_gemm_and_attention_ops(tmp_path):
+    models.register_ops()
+    gm = models.deepseek_v3()
+    graphfile.save(gm, tmp_path / "layer.json")
+    want = eqsat.optimize(gm, strict=True).kernels_chosen
+    run = subprocess.run([sys.executable, "-c", SUBPROCESS, str(tmp_path / "layer.json")], capture_output=True,
+                         text=True, cwd=Path(__file__).parent.parent, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = json.loads(run.stdout.splitlines()[-1])
+    assert got["kernels"] == dict(want) and sum(want.values()) >= 4
+    gemms = ["eqsat_bench__fp8_gemm", *(f"eqsat_bench__fp8_gemm__v{j}" for j in (1, 2, 3))]  # 4 output widths
+    assert {t.split(".")[1] for t in got["targets"]} == {*gemms, "eqsat_bench__mla_attention"}
 
 
 # -- the CLI on saved graphs ---------------------------------------------------------------------------

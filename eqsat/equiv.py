@@ -4,8 +4,10 @@
 the reference's, by position), saturates with the rules the contract admits, and reports per
 output: ``equal`` (same e-class: proven under the ``exact`` or ``rounding`` contract), or else it
 runs both graphs on random inputs: ``different`` when they disagree beyond the contract (a
-counterexample: the largest error is reported), ``not proven`` when they agree on every trial.
-"Not proven" is never reported as "different" without a counterexample.
+counterexample: the largest error is reported), ``not proven`` when they agree on every trial, or
+when they cannot run here (an op with no kernel on this machine, e.g. a saved graph's opaque
+stand-in; the detail says why). "Not proven" is never reported as "different" without a
+counterexample.
 """
 
 from __future__ import annotations
@@ -102,10 +104,16 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
     verdicts = []
     unproven = [k for k in range(len(ia)) if cls[ia[k]] != cls[ib[k]]]
     worst = {k: 0.0 for k in unproven}
+    ran, unrunnable = 0, ""
     for seed in range(trials if unproven else 0):
         inputs = [_concrete(n.meta["val"], seed * 101 + j)
                   for j, n in enumerate(n for n in a.nodes if n.op == "placeholder")]
-        ra, rb = reference(*inputs), candidate(*inputs)
+        try:
+            ra, rb = reference(*inputs), candidate(*inputs)
+        except Exception as exc:  # e.g. an op with no kernel here (a saved graph's opaque stand-in)
+            unrunnable = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            break
+        ran += 1
         ra, rb = (ra if isinstance(ra, (list, tuple)) else [ra]), (rb if isinstance(rb, (list, tuple)) else [rb])
         for k in unproven:
             worst[k] = max(worst[k], _disagreement(rb[k], ra[k], numerics))
@@ -114,6 +122,9 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
             verdicts.append(Verdict(k, "equal", f"same e-class under the {numerics} contract"))
         elif worst[k] > 0:
             verdicts.append(Verdict(k, "different", f"counterexample: largest relative error {worst[k]:.3g}"))
+        elif unrunnable:
+            verdicts.append(Verdict(k, "not proven", f"no rule proves it; the graphs could not run to look for a "
+                                                     f"counterexample ({unrunnable}); {ran} trials ran"))
         else:
             verdicts.append(Verdict(k, "not proven", f"no rule proves it; {trials} random trials agree"))
     return verdicts

@@ -77,3 +77,16 @@ def test_cli_check_equiv(tmp_path, capsys):
     assert "equal" in capsys.readouterr().out
     assert cli.main(["check-equiv", f"{src}:reference", f"{src}:wrong", "--json"]) == 1
     assert '"different"' in capsys.readouterr().out
+
+
+def test_graphs_that_cannot_run_here_are_not_proven_and_say_why():
+    """An op with no kernel on this machine (as a saved graph's opaque stand-ins are): the search for
+    a counterexample cannot run, so an unproven output stays "not proven", with the reason."""
+    lib = torch.library.Library("eqsat_equiv_test", "DEF")  # a throwaway library, kept alive by `lib`
+    lib.define("nokernel(Tensor x) -> Tensor")
+    lib.impl("nokernel", lambda x: (_ for _ in ()).throw(RuntimeError("no kernel here")), "CPU")
+    lib.impl("nokernel", lambda x: torch.empty_like(x), "Meta")
+    op = torch.ops.eqsat_equiv_test.nokernel
+    verdicts = check_equiv(trace(lambda x: op(x).abs(), X), trace(lambda x: op(x).neg().abs(), X))
+    assert [v.status for v in verdicts] == ["not proven"]
+    assert "could not run" in verdicts[0].detail and "no kernel here" in verdicts[0].detail

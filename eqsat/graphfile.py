@@ -60,6 +60,11 @@ from torch.fx.passes.fake_tensor_prop import FakeTensorProp
 
 from eqsat.graphfile_ops import OPERATORS, GraphFileError, MissingOpError, StandIns, resolve, target_name
 from eqsat.graphfile_sizes import expr_text, parse_terms
+from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
+
+_REWRITTEN = frozenset(s.target.split(".")[0] for vocab in DEFAULT_VOCABULARIES for s in vocab)
+"""``ns::op`` of every op a built-in vocabulary spells: missing at load time, these are an error, never
+an opaque stand-in (the optimizer would silently see nothing to rewrite)."""
 
 __all__ = ["OPERATORS", "GraphFileError", "dump_value", "dumps", "load", "loads", "resolve", "save"]
 
@@ -250,6 +255,9 @@ class _Loader:
         try:
             return resolve(name)
         except MissingOpError as exc:
+            if name.rsplit(".", 1)[0].replace(".", "::", 1) in _REWRITTEN:
+                raise GraphFileError(f"{exc}; it is an op the optimizer rewrites, so it is not stood in as an "
+                                     "opaque op (that would hide every fusion through it)") from None
             if name not in self.schemas:
                 raise GraphFileError(f"{exc} (the file carries no schema to stand in for it)") from None
             if out is _NO_VAL:

@@ -339,6 +339,21 @@ def test_a_deepseek_layer_loads_in_a_process_without_its_gemm_and_attention_ops(
     assert {t.split(".")[1] for t in got["targets"]} == {*gemms, "eqsat_bench__mla_attention"}
 
 
+def test_an_op_the_optimizer_rewrites_is_never_stood_in_silently(tmp_path):
+    """Without vLLM's op schemas registered, a vllm_ir norm must not load as an opaque op (the optimizer
+    would then see nothing to fuse): the load fails and says what to register."""
+    gm = trace(lambda x, w: torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128),
+               rand(8, 256), rand(256))
+    graphfile.save(gm, tmp_path / "g.json")
+    code = ("import sys; from eqsat import graphfile\n"
+            "try:\n    graphfile.load(sys.argv[1])\nexcept graphfile.GraphFileError as exc:\n    print(exc)")
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "g.json")], capture_output=True, text=True,
+                         cwd=Path(__file__).parent.parent, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "vllm_ir.rms_norm" in run.stdout and "register_vllm_standins" in run.stdout
+    assert "the optimizer rewrites" in run.stdout
+
+
 # -- the CLI on saved graphs ---------------------------------------------------------------------------
 
 MODULE = """import torch

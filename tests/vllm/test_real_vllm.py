@@ -11,6 +11,7 @@ compiled ``_C`` ops, see test_fix_functionalization_runs_here). See docs/vllm.md
 from __future__ import annotations
 
 import copy
+import json
 import logging
 import pickle
 
@@ -272,3 +273,37 @@ def test_config_pickles_for_spawned_workers():
     spawn) the VllmConfig is pickled to the engine process; the default fork start method does not."""
     cc = vllm_config(VllmEqSatPass()).compilation_config
     assert pickle.loads(pickle.dumps(cc)).inductor_compile_config[KEY].uuid() == cc.inductor_compile_config[KEY].uuid()
+
+
+def layer_with_an_op_eqsat_does_not_know(x, residual, w1, w2):
+    """``layer`` plus vLLM's real ``vllm_ir.gelu_and_mul_sparse``, which no eqsat stand-in defines."""
+    q1, s1, q2, s2, res = layer(x, residual, w1, w2)
+    return q1, s1, q2, s2, torch.ops.vllm_ir.gelu_and_mul_sparse(res, 1.0)
+
+
+def test_a_dump_taken_inside_vllm_replays_offline_without_vllm(tmp_path):
+    """EQSAT_DUMP_DIR inside vLLM writes before.json; the main venv (no vLLM) loads it, the op it has
+    never seen as an opaque stand-in, and makes the same choice (docs/vllm.md)."""
+    import subprocess
+    from pathlib import Path
+
+    main_python = Path(__file__).resolve().parents[2] / ".venv" / "bin" / "python"
+    if not main_python.exists():
+        pytest.skip("the main .venv (make test) is not built")
+    gm = trace_tokens(layer_with_an_op_eqsat_does_not_know, *inputs(32))
+    p = VllmEqSatPass(profile="mi300x", dump_dir=str(tmp_path))
+    assert p.is_applicable_for_range(Range(start=256, end=256))
+    p(gm.graph)
+    chosen = dict(p.last_report.kernels_chosen)
+    assert chosen == {"K_rmsnorm_fp8_group_quant": 1, "K_rmsnorm_add_fp8_group_quant": 1}
+    (saved,) = tmp_path.glob("graph_*/before.json")
+    replay = ("import json, sys, eqsat; from eqsat import graphfile; "
+              "from eqsat.vocab.vllm_standins import register_vllm_standins; register_vllm_standins(); "
+              "gm = graphfile.load(sys.argv[1]); "
+              "assert not hasattr(__import__('torch').ops.vllm_ir, 'gelu_and_mul_sparse'); "
+              "r = eqsat.optimize(gm, profile='mi300x', sizes=256, strict=True); "
+              "print(json.dumps(dict(r.kernels_chosen)))")
+    out = subprocess.run([str(main_python), "-c", replay, str(saved)], capture_output=True, text=True,
+                         cwd=Path(__file__).resolve().parents[2], timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == chosen

@@ -21,10 +21,12 @@ tuples and lists of them, None, ints and SymInts), so the file describes the ops
 fake tensors through them from the placeholder specs (``FakeTensorProp`` under a ``ShapeEnv`` in
 which each saved symbol is recreated with its own name and size hint), so every node carries
 ``meta["val"]`` again and ``eqsat.optimize`` / ``explain`` / ``check_equiv`` see the same graph. An
-op this process has registered resolves to itself; one it lacks (a vLLM graph's attention, GEMMs,
-all-reduce, ... on a machine without vLLM) becomes an opaque stand-in with the saved schema, whose
-fake impl returns the saved output spec (:mod:`eqsat.graphfile_ops`): the optimizer treats it as the
-leaf it was. Version-1 files (no schemas) load when every op they use is registered.
+op this process has registered resolves to itself (a warning if its schema differs from the saved
+one, e.g. another vLLM version); one it lacks (a vLLM graph's attention, GEMMs, all-reduce, ... on
+a machine without vLLM) becomes an opaque stand-in with the saved schema, whose fake impl returns
+the saved output spec (:mod:`eqsat.graphfile_ops`): the optimizer treats it as the leaf it was. An
+op the optimizer rewrites is never stood in: missing, it is an error (``_REWRITTEN``). Version-1
+files (no schemas) load when every op they use is registered.
 
 Invariants:
 - Nothing in a file is imported, unpickled or evaluated. A target resolves only as
@@ -45,6 +47,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Iterator, Mapping
@@ -62,6 +65,7 @@ from eqsat.graphfile_ops import OPERATORS, GraphFileError, MissingOpError, Stand
 from eqsat.graphfile_sizes import expr_text, parse_terms
 from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
 
+log = logging.getLogger("eqsat")
 _REWRITTEN = frozenset(s.target.split(".")[0] for vocab in DEFAULT_VOCABULARIES for s in vocab)
 """``ns::op`` of every op a built-in vocabulary spells: missing at load time, these are an error, never
 an opaque stand-in (the optimizer would silently see nothing to rewrite)."""
@@ -217,6 +221,7 @@ class _Loader:
         self.schemas = dict(schemas or {})
         self.standins = StandIns(self.value)
         self.env: dict[str, fx.Node] = {}
+        self.warned: set[str] = set()
 
     def _symbol(self, index: int, hint: int) -> torch.SymInt:
         """A backed size symbol named ``s<index>`` (ShapeEnv would name it from a hash of its source)."""
@@ -253,7 +258,7 @@ class _Loader:
         ``out``, the saved output of the node that calls it (``called``) or passes it to
         ``auto_functionalized``."""
         try:
-            return resolve(name)
+            target = resolve(name)
         except MissingOpError as exc:
             if name.rsplit(".", 1)[0].replace(".", "::", 1) in _REWRITTEN:
                 raise GraphFileError(f"{exc}; it is an op the optimizer rewrites, so it is not stood in as an "
@@ -264,6 +269,12 @@ class _Loader:
                 raise GraphFileError(f"{exc} (the file carries its schema but no output for this node)") from None
             make = self.standins.op if called else self.standins.functionalized
             return make(name, self.schemas[name], out)
+        saved = self.schemas.get(name)
+        if saved is not None and isinstance(target, torch._ops.OpOverload) and str(target._schema) != saved \
+                and name not in self.warned:
+            self.warned.add(name)  # e.g. a dump from another vLLM version than the ops registered here
+            log.warning("eqsat: op %s is registered here as %r but was saved as %r", name, str(target._schema), saved)
+        return target
 
     def decode(self, value: object, out: object = _NO_VAL) -> object:
         """A saved argument; ``out`` is the saved output of its node (for the stand-in of an op value)."""

@@ -339,6 +339,18 @@ def test_a_deepseek_layer_loads_in_a_process_without_its_gemm_and_attention_ops(
     assert {t.split(".")[1] for t in got["targets"]} == {*gemms, "eqsat_bench__mla_attention"}
 
 
+def test_a_registered_op_whose_schema_differs_from_the_saved_one_is_reported(caplog):
+    gm = trace(lambda x, w: torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128),
+               rand(8, 256), rand(256))
+    text = edit_json(graphfile.dumps(gm), lambda d: d["schemas"].update(
+        {"vllm_ir.rms_norm.default": "vllm_ir::rms_norm(Tensor x, Tensor weight, float eps, bool extra=False) -> Tensor"}))
+    graphfile.loads(text)
+    assert "vllm_ir.rms_norm.default is registered here as" in caplog.text and "extra" in caplog.text
+    caplog.clear()
+    graphfile.loads(graphfile.dumps(gm))
+    assert "registered here as" not in caplog.text
+
+
 def test_an_op_the_optimizer_rewrites_is_never_stood_in_silently(tmp_path):
     """Without vLLM's op schemas registered, a vllm_ir norm must not load as an opaque op (the optimizer
     would then see nothing to fuse): the load fails and says what to register."""

@@ -439,6 +439,16 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"With the default budget (`Budgets()`, {eqsat.Budgets().seconds:g} s) the {big}-layer graph gives: "
         f"{default_budget.summary()}.", "",
         "## Notes", "",
+        "- The largest stage is load (egglog compiling the one rule that adds the graph: its cost is per "
+        "action). At commit 856ce73 it was 58% of the 61-layer run (669 of 1145 ms; 1.17 s in all). Since: "
+        "each value's five fact actions became one `tensor` row that a declared `facts` ruleset spreads "
+        "(eqsat.ir), the `(Node i)` unions went (each FX node's e-class is found by hash-consing its term, "
+        "eqsat.serialize), equal literal binding objects are built once; declaring the rules parses each "
+        "declaration on its own (one big program string made it 4x slower). Extraction memoises operand "
+        "sizes and each e-node's children.",
+        "- egglog 13.2 keeps about 110 bytes for every loaded action for the life of the process (a new "
+        "engine does not free it), and its push/pop, a fixed cost of every graph (~2 ms), grows with that "
+        "(to ~4 ms after a thousand small graphs): graphs timed late in this run pay a little of it.",
         "- vLLM splits its graph at attention (piecewise compilation), so a post-grad pass sees pieces of a "
         "layer; these graphs keep attention as an opaque op, as a full-graph compile would hand it over. The "
         "L-layer graphs are a scaling test, not a graph vLLM produces.",

@@ -25,7 +25,18 @@ def select(rules: Iterable[Rule], numerics: Numerics) -> tuple[Rule, ...]:
     return tuple(r for r in rules if r.numerics in ADMITS[numerics])
 
 
-@cache  # a pure function of two immutable values; regenerating costs ~0.3 ms per graph
 def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
+    """Every family's rules for ``catalog`` under ``numerics``; memoised (regenerating costs ~0.3 ms
+    a graph) when the catalog is hashable, as the built-in one is (a user's row may hold a list)."""
+    try:
+        return _default_rules(catalog, numerics)
+    except TypeError:  # unhashable: build them
+        return _build(catalog, numerics)
+
+
+def _build(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
     return select((*views.RULES, *layout.RULES, *lift.RULES, *token_static.RULES, *mla.RULES, *pad.RULES,
                    *gated.RULES, *catalog_rules(catalog)), numerics)
+
+
+_default_rules = cache(_build)  # a pure function of two immutable values

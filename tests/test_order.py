@@ -75,3 +75,18 @@ def test_partly_fused_input_ends_where_unfused_input_does():
     eqsat.optimize(b, strict=True)
     assert targets(a) == targets(b)
     assert all("rmsnorm" in t for t in targets(a))
+
+
+def test_rules_of_a_catalog_that_cannot_be_hashed_are_built_all_the_same():
+    """default_rules memoises per (catalog, numerics); a user's row holding a list makes the catalog
+    unhashable, and its rules are then built each time rather than failing."""
+    import dataclasses
+
+    from eqsat.kernels.catalog import DEFAULT_CATALOG
+    from rewrites.schedule import default_rules
+
+    row = DEFAULT_CATALOG["K_rmsnorm_fp8_group_quant"]
+    odd = DEFAULT_CATALOG.extend([dataclasses.replace(row, name="K_listy", constraints=list(row.constraints))])
+    names = {r.name for r in default_rules(odd, "rounding")}
+    assert {"fuse-K_listy", "fuse-K_rmsnorm_fp8_group_quant"} <= names
+    assert default_rules(DEFAULT_CATALOG, "rounding") is default_rules(DEFAULT_CATALOG, "rounding")

@@ -446,7 +446,7 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "eqsat.serialize), equal literal binding objects are built once; declaring the rules parses each "
         "declaration on its own (one big program string made it 4x slower). Extraction memoises operand "
         "sizes and each e-node's children.",
-        "- egglog 13.2 keeps about 110 bytes for every loaded action for the life of the process (a new "
+        "- egglog 13.2 keeps 100-200 bytes for every loaded action for the life of the process (a new "
         "engine does not free it), and its push/pop, a fixed cost of every graph (~2 ms), grows with that "
         "(to ~4 ms after a thousand small graphs): graphs timed late in this run pay a little of it.",
         "- vLLM splits its graph at attention (piecewise compilation), so a post-grad pass sees pieces of a "

@@ -29,20 +29,18 @@ from eqsat.vocab.base import VocabIndex
 from extract import EXTRACTORS
 from extract.base import check, dag_cost
 from extract.cost import RooflineCost, load_profile
-from extract.egraph import EGraph, Ref, Selection
+from extract.egraph import EGraph, Selection
 
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 5e-4  # conservative: ~0.25 ms measured on a 2-core CPU (egglog-notes.md)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (extract.cost.VIEW_US)
 
 
-def _before_selection(imported: fx_in.Imported, ser: serialize.Serialized) -> Selection:
+def _before_selection(ser: serialize.Serialized) -> Selection:
     """The selection that is the input graph itself: each class picks an FX node's own e-node."""
-    index = {(n.op, n.args): i for i, n in enumerate(ser.egraph.nodes)}
     sel: Selection = {}
-    for i, (op, args) in imported.terms.items():
-        key = (op, tuple(Ref(ser.class_of_node[a.node]) if isinstance(a, fx_in.Arg) else a for a in args))
-        sel.setdefault(ser.class_of_node[i], index[key])
+    for i, enode in ser.enode_of_node.items():
+        sel.setdefault(ser.class_of_node[i], enode)
     return sel
 
 
@@ -142,7 +140,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
         selection = EXTRACTORS[options.extractor](eg, cost)
         check(eg, selection)
-        before = _before_selection(imported, ser)
+        before = _before_selection(ser)
         report.predicted_before_us = dag_cost(eg, before, cost)
         report.predicted_after_us = dag_cost(eg, selection, cost)
     if dumper is not None:
@@ -153,7 +151,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         return
     deadline.check("extract")
     with stage("emit"):
-        result = fx_out.emit(imported, eg, selection, ser.class_of_node, options.catalog, vocab,
+        result = fx_out.emit(imported, eg, selection, ser.class_of_node, ser.enode_of_node, options.catalog, vocab,
                              lambda: deadline.check("emit"))
         owner = imported.graph.owning_module
         if recompile and result.changed and isinstance(owner, fx.GraphModule):

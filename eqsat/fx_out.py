@@ -43,15 +43,14 @@ class EmitResult:
 
 class _Emitter:
     def __init__(self, imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
-                 catalog: Catalog, vocab: VocabIndex) -> None:
+                 enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex) -> None:
         self.im, self.eg, self.sel, self.catalog, self.vocab = imported, egraph, selection, catalog, vocab
         self.graph = imported.graph
         self.pos = {n: i for i, n in enumerate(imported.nodes)}
         self.class_of_node = class_of_node
-        self.original: dict[tuple[str, tuple], int] = {}
-        for i, (op, args) in imported.terms.items():
-            key = (op, tuple(Ref(class_of_node[a.node]) if isinstance(a, Arg) else a for a in args))
-            self.original.setdefault(key, i)
+        self.original: dict[int, int] = {}  # e-node -> the first FX node whose own term it is
+        for i in sorted(enode_of_node):
+            self.original.setdefault(enode_of_node[i], i)
         self.memo: dict[int, fx.Node] = {}
         self.result = EmitResult()
         fake_vals = [n.meta.get("val") for n in imported.nodes]
@@ -73,7 +72,7 @@ class _Emitter:
         if got is not None:
             return got
         enode = self.eg.nodes[self.sel[eclass]]
-        idx = self.original.get((enode.op, enode.args))
+        idx = self.original.get(self.sel[eclass])
         if enode.op == "Leaf":
             node = self.im.nodes[enode.args[0]]
             if self.pos[node] >= self.pos[anchor]:
@@ -210,10 +209,12 @@ class _Emitter:
 
 
 def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
-         catalog: Catalog, vocab: VocabIndex, check_budget: Callable[[], None] | None = None) -> EmitResult:
-    """Write ``selection`` into the graph (see the module docstring). ``check_budget`` is called
+         enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex,
+         check_budget: Callable[[], None] | None = None) -> EmitResult:
+    """Write ``selection`` into the graph (see the module docstring): ``class_of_node`` and
+    ``enode_of_node`` say where each FX node's own term is in ``egraph``. ``check_budget`` is called
     before each root and may raise: every change is then undone."""
-    em = _Emitter(imported, egraph, selection, class_of_node, catalog, vocab)
+    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab)
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
     had_users = {n for n in imported.nodes if n.users}

@@ -43,10 +43,6 @@ def _lit(v: object) -> eb.Lit:
     raise TypeError(f"cannot put {type(v).__name__} {v!r} into the e-graph")
 
 
-def _call(name: str, *args: object) -> eb.Call:
-    return eb.Call(_SPAN, name, list(args))
-
-
 class _Actions:
     """Builds the load rule's actions; equal literals and each node's variable are built once (a
     binding object costs microseconds, and a graph repeats the same dtypes, shapes and constants)."""

@@ -24,6 +24,7 @@ class Serialized:
     egraph: EGraph
     class_of_node: dict[int, int]  # FX node index -> e-class
     ids: dict[object, int] = field(default_factory=dict)  # egglog e-class value -> e-class id
+    enode_of_node: dict[int, int] = field(default_factory=dict)  # FX node index -> its own term's e-node
 
 
 def _parse_dim(d: str) -> int | str:
@@ -75,15 +76,17 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
         text = egraph.value_to_string(sv)
         shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
         facts[c] = TensorFacts(egraph.value_to_string(dv), shape, c in contiguous)
-    index = {(n.op, n.args): n.eclass for n in nodes}
+    index = {(n.op, n.args): k for k, n in enumerate(nodes)}
+    enode_of_node: dict[int, int] = {}
     for i in sorted(terms):  # FX order: children first
         op, targs = terms[i]
         key = (op, tuple(Ref(class_of_node[a.node]) if isinstance(a, Arg) else a for a in targs))
         if key not in index:
             raise RuntimeError(f"the term of FX node {i} ({op}) is not in the frozen e-graph")
-        class_of_node[i] = index[key]
+        enode_of_node[i] = index[key]
+        class_of_node[i] = nodes[index[key]].eclass
     roots = list(dict.fromkeys(class_of_node[i] for i in root_nodes))
-    return Serialized(EGraph.from_nodes(nodes, roots, facts), class_of_node, ids)
+    return Serialized(EGraph.from_nodes(nodes, roots, facts), class_of_node, ids, enode_of_node)
 
 
 def rows_of(egraph: eb.EGraph, name: str, ids: dict[object, int]) -> dict[tuple, object]:

@@ -141,10 +141,10 @@ class RooflineCost:
         self._memo: dict[ENode, float] = {}
         self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
 
-    def operand_at(self, eclass: int) -> Operand | None:
-        """The tensor of ``eclass`` at the first size point (None without facts)."""
+    def operand_at(self, eclass: int, sizes: int | Mapping[str, int] | None = None) -> Operand | None:
+        """The tensor of ``eclass`` at ``sizes`` (default: the first size point); None without facts."""
         f = self.egraph.facts.get(eclass)
-        return None if f is None else operand(f, self.points[0])
+        return None if f is None else operand(f, self.points[0] if sizes is None else sizes)
 
     def traffic(self, node: ENode, sizes: int | Mapping[str, int]) -> tuple[Traffic, str] | None:
         """Bytes and launches of one e-node at one size binding, and its calibration key."""
@@ -154,13 +154,11 @@ class RooflineCost:
         point = next((k for k, p in enumerate(self.points) if p is sizes), None)
 
         def opnd(eclass: int) -> Operand | None:
+            if point is None:  # a size binding other than the cost's own points: not memoised
+                return self.operand_at(eclass, sizes)
             key = (eclass, point)
-            if point is None or key not in self._operands:
-                f = self.egraph.facts.get(eclass)
-                got = None if f is None else operand(f, sizes)
-                if point is None:
-                    return got
-                self._operands[key] = got
+            if key not in self._operands:
+                self._operands[key] = self.operand_at(eclass, sizes)
             return self._operands[key]
 
         if node.op in self.catalog:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eqsat.kernels.norm_quant import FP8_BYTES, SCALE_BYTES, _op
+from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
 from eqsat.kernels.spec import KernelSpec, Operand, Traffic, dtype_accepted, params, power_of_two, rank
 from eqsat.vocab.base import Spelling
 
@@ -47,7 +47,7 @@ ROWS: tuple[KernelSpec, ...] = (
         "K_silu_mul_fp8_group_quant", params("x:T G:i64 dt:dtype"), silu_quant_traffic,
         outputs=(f"(Get {_SILU_Q} 0)", f"(Get {_SILU_Q} 1)"),
         constraints=silu_quant_constraints("K_silu_mul_fp8_group_quant"),
-        dtypes=("bfloat16", "float16"), numerics="rounding", platforms=frozenset({"gfx942", "gfx950", "triton"}),
+        dtypes=ACT_DTYPES, numerics="rounding", platforms=frozenset({"gfx942", "gfx950", "triton"}),
         calibration_key="silu_group_quant",
         doc="AITER act_mul_and_fp8_group_quant(silu): fp32 product, quantized without bf16 rounding",
     ),

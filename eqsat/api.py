@@ -32,7 +32,7 @@ from extract.cost import RooflineCost, load_profile
 from extract.egraph import EGraph, Selection
 
 log = logging.getLogger("eqsat")
-LOAD_SECONDS_PER_TERM = 5e-4  # conservative: ~0.25 ms measured on a 2-core CPU (egglog-notes.md)
+LOAD_SECONDS_PER_TERM = 1e-4  # conservative: ~10 us measured on a 2-core CPU (eqsat.load)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (extract.cost.VIEW_US)
 
 
@@ -122,7 +122,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             engine = load.Engine(options.catalog, rules)
         elif not engine.serves(options.catalog, rules):
             raise ValueError("the engine was prepared for other rules or another catalog")
-    with engine.scope() as egraph:
+        report.rules_reachable = len(engine.declare_for(imported))
+    with engine.scope(imported) as egraph:
         with stage("load"):
             engine.load(imported)
         with stage("saturate"):

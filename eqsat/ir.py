@@ -14,11 +14,12 @@ Fixed constructors:
 
 Facts, from ``node.meta["val"]`` for every tensor value: ``(dtype t)`` dtype name, ``(shape t)``
 shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it is concrete (the only dim a rule reads;
-other dims are compared through the shape key), and the relation ``(contiguous t)``. The importer
-states them in one row, ``(tensor t dtype shape ndim last contiguous)`` (``last`` is -1 when
-symbolic), and the ``facts`` ruleset (``FACT_RULES``) spreads it into those functions: loading costs
-about the same per action, so one action per value instead of five. ``(dtype-ok K d)`` lists
-the activation dtypes kernel ``K`` accepts; the catalog fills it.
+other dims are compared through the shape key), and the relation ``(contiguous t)``. The loader
+states them in one row of the input relation ``(tensor i dtype shape ndim last contiguous)`` for
+FX node ``i`` (``last`` is -1 when symbolic, ``contiguous`` 0 or 1), and the ``facts`` ruleset
+(``FACT_RULES``) spreads it into those functions of ``(Fx i)``, the loader's name for node ``i``'s
+e-class (``eqsat.load``); ``Fx`` is no op: no rule reads it and it is never extracted.
+``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
 
 from __future__ import annotations
@@ -38,21 +39,25 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 }
 """Constructors of sort T that every e-graph has, with their argument sorts."""
 
-FACT_FUNCTIONS = """
+FX = "Fx"
+TENSOR = "tensor"
+FACT_FUNCTIONS = f"""
+(constructor {FX} (i64) T :unextractable)
 (function dtype (T) String :merge old)
 (function shape (T) String :merge old)
 (function ndim (T) i64 :merge old)
 (function dim (T i64) i64 :merge old)
 (relation contiguous (T))
-(relation tensor (T String String i64 i64 bool))
+(relation {TENSOR} (i64 String String i64 i64 i64))
 (relation dtype-ok (String String))
 """
 
-FACT_RULES = """
+_ROW = f"({TENSOR} i dt s nd last c) (= t ({FX} i))"
+FACT_RULES = f"""
 (ruleset facts)
-(rule ((tensor t dt s nd last c)) ((set (dtype t) dt) (set (shape t) s) (set (ndim t) nd)) :ruleset facts)
-(rule ((tensor t dt s nd last c) (>= last 0)) ((set (dim t -1) last)) :ruleset facts)
-(rule ((tensor t dt s nd last c) (= c true)) ((contiguous t)) :ruleset facts)
+(rule ({_ROW}) ((set (dtype t) dt) (set (shape t) s) (set (ndim t) nd)) :ruleset facts)
+(rule ({_ROW} (>= last 0)) ((set (dim t -1) last)) :ruleset facts)
+(rule ({_ROW} (= c 1)) ((contiguous t)) :ruleset facts)
 """
 """How the one loaded ``tensor`` row becomes the fact functions rules read."""
 

@@ -1,23 +1,37 @@
-"""Load: imported terms and facts into a fresh egglog e-graph, with the rules declared.
+"""Load: imported terms and facts into the engine's e-graph, as rows egglog reads from files.
 
-Terms enter through egglog's binding objects, never a program string (parsing a large string is
-quadratic, ``reference/egglog-notes.md``): one rule with an empty query whose actions ``let``-bind
-every FX node's term and state its facts in one ``tensor`` row, run once; then the ``facts`` ruleset
-spreads the rows into the fact functions rules read (``eqsat.ir``). The schema (the fixed
-constructors plus one per catalog row) and the rules are declared once per :class:`Engine`.
+Terms enter as data, never as egglog actions (a rule of one ``let`` per term costs egglog ~15 us a
+term to type-check and compile, and its binding objects as much again; a program string is parsed
+in time quadratic in its length, ``reference/egglog-notes.md``). Each FX node ``i`` with term
+``(C a ..)`` is one tab-separated row ``i a ..`` of the relation ``in-C`` (a child term is its FX
+node index), read by egglog's ``input`` command; the loader rule of ``C`` (ruleset ``load``, run
+once) unions ``(Fx i)`` with ``(C (Fx j) ..)``. ``(Fx i)`` names node ``i``'s e-class while loading
+and is never extracted (``eqsat.ir``). Each value's facts are one row of ``tensor``, which the
+``facts`` ruleset spreads into the fact functions rules read. The schema (the fixed constructors
+plus one per catalog row) is declared once per :class:`Engine`; a rule, and a constructor's loader,
+once, the first time a graph needs it (``rewrites.reach``).
+
+Invariant: a row holds no tab or newline and no string with surrounding blanks (egglog trims
+fields), and its literals match the constructor's sorts; ``rows`` raises ``ValueError`` otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+import math
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from egglog import bindings as eb
 
 from eqsat.fx_in import Arg, Imported
-from eqsat.ir import FIXED_CONSTRUCTORS, schema
+from eqsat.ir import FIXED_CONSTRUCTORS, FX, TENSOR, schema
 from eqsat.kernels.catalog import Catalog
 from extract.egraph import TensorFacts
+from rewrites.reach import Reach
 from rewrites.rule import Rule
 
 RULESET = "main"
@@ -33,75 +47,79 @@ def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
     return table
 
 
-_LIT_SORTS = ((bool, eb.Bool), (int, eb.Int), (float, eb.Float), (str, eb.String))
+def loader(name: str, sorts: Sequence[str]) -> list[str]:
+    """The input relation of constructor ``name`` and the rule that builds its terms from it."""
+    args = [f"a{k}" for k in range(len(sorts))]
+    kids = [f"({FX} {a})" if s == "T" else a for a, s in zip(args, sorts, strict=True)]
+    relation = " ".join(["i64", *("i64" if s == "T" else s for s in sorts)])
+    return [f"(relation in-{name} ({relation}))",
+            f"(rule ((in-{name} i {' '.join(args)})) ((union ({FX} i) ({name} {' '.join(kids)}))) "
+            f':ruleset load :name "load-{name}")']
 
 
-def _lit(v: object) -> eb.Lit:
-    for py, sort in _LIT_SORTS:  # bool before int: True is an int too
-        if isinstance(v, py):
-            return eb.Lit(_SPAN, sort(v))
-    raise TypeError(f"cannot put {type(v).__name__} {v!r} into the e-graph")
+def _field(v: object, sort: str) -> str:
+    if sort == "T":
+        if not isinstance(v, Arg):
+            raise ValueError(f"a tensor argument must be another node's term, got {v!r}")
+        return str(v.node)
+    if sort == "i64" and isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if sort == "f64" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return repr(float(v)) if math.isfinite(v) else str(float(v))
+    if sort == "String" and isinstance(v, str) and v == v.strip() and not any(c in v for c in "\t\n\r"):
+        return v
+    raise ValueError(f"cannot load {type(v).__name__} {v!r} as egglog {sort}")
 
 
-class _Actions:
-    """Builds the load rule's actions; equal literals and each node's variable are built once (a
-    binding object costs microseconds, and a graph repeats the same dtypes, shapes and constants)."""
-
-    def __init__(self) -> None:
-        self.acts: list[object] = []
-        self.lits: dict[tuple[type, object], eb.Lit] = {}
-        self.vars: dict[int, eb.Var] = {}
-
-    def lit(self, v: object) -> eb.Lit:
-        key = (type(v), v)
-        got = self.lits.get(key)
-        if got is None:
-            got = self.lits[key] = _lit(v)
-        return got
-
-    def var(self, i: int) -> eb.Var:
-        got = self.vars.get(i)
-        if got is None:
-            got = self.vars[i] = eb.Var(_SPAN, f"n{i}")
-        return got
-
-    def term(self, i: int, op: str, args: tuple) -> None:
-        expr = eb.Call(_SPAN, op, [self.var(a.node) if isinstance(a, Arg) else self.lit(a) for a in args])
-        self.acts.append(eb.Let(_SPAN, f"n{i}", expr))
-
-    def facts(self, i: int, f: TensorFacts) -> None:
-        last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1  # eqsat.ir: -1 is symbolic
-        args = [self.var(i), self.lit(f.dtype), self.lit(",".join(str(d) for d in f.shape)), self.lit(len(f.shape)),
-                self.lit(last), self.lit(f.contiguous)]
-        self.acts.append(eb.Expr_(_SPAN, eb.Call(_SPAN, "tensor", args)))
+def _tensor_row(i: int, f: TensorFacts) -> str:
+    last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1  # eqsat.ir: -1 is symbolic
+    shape = _field(",".join(str(d) for d in f.shape), "String")
+    return f"{i}\t{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
 
 
-def term_actions(imported: Imported) -> list[object]:
-    b = _Actions()
+def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Input relation -> its rows (tab-separated lines) for ``imported``'s terms and facts."""
+    out: dict[str, list[str]] = {}
     for i, (op, args) in imported.terms.items():
-        b.term(i, op, args)
+        sorts = constructors.get(op)
+        if sorts is None or len(sorts) != len(args):
+            raise ValueError(f"node {i}: {op} with {len(args)} argument(s) is not a declared constructor")
+        out.setdefault(f"in-{op}", []).append("\t".join([str(i), *map(_field, args, sorts)]))
         facts = imported.facts.get(i)
         if facts is not None:
-            b.facts(i, facts)
-    return b.acts
+            out.setdefault(TENSOR, []).append(_tensor_row(i, facts))
+    return out
 
 
 class Engine:
-    """An egglog e-graph with the schema, the catalog's dtype facts and the rules declared once.
+    """An egglog e-graph with the schema and the catalog's dtype facts declared, and the rules
+    declared as graphs need them.
 
-    Declaring costs tens of milliseconds (egglog compiles every rule), loading a graph about 0.2 ms
-    a term: so one engine serves many graphs, each inside ``scope()`` (egglog push/pop), which
-    leaves the engine exactly as declared afterwards. ``serves`` says whether it was declared for a
-    given catalog and rule list.
+    Declaring a rule costs about 0.7 ms (egglog compiles it) and every declared rule slows each
+    push/pop and each saturation iteration, so a rule is declared the first time a graph can fire it
+    (``rewrites.reach``: its query's constructors are in the graph or made by rules that can fire)
+    and stays declared. Loading a graph costs about 10 us a term: so one engine serves many graphs,
+    each inside ``scope(imported)`` (egglog push/pop), which declares what that graph can fire and
+    leaves the engine as it was before the push afterwards. ``serves`` says whether it was made for
+    a given catalog and rule list.
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
         self.constructors = constructors(catalog)
         self.catalog, self.rules = catalog, tuple(rules)
+        self.reach = Reach.of(self.rules, self.constructors)
+        self.declared: set[str] = set()  # rule names and loaders ("load-C")
+        self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
+        self._open = False
         self.egraph = eb.EGraph()
         program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
-        program += [r.egglog(RULESET) for r in rules]
+        self._declare(program)
+        self.files = Path(tempfile.mkdtemp(prefix="eqsat-load-"))  # the input relations' rows
+        weakref.finalize(self, shutil.rmtree, self.files, True)
+        self._run_load = self.egraph.parse_program("(run load 1) (run facts 1)")
+
+    def _declare(self, program: Sequence[str]) -> None:
         # one small parse per declaration: a parsed node's span holds its whole source text, so one big
         # program string costs time quadratic in its length (reference/egglog-notes.md)
         self.egraph.run_program(*(c for text in program for c in self.egraph.parse_program(text)))
@@ -109,21 +127,54 @@ class Engine:
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
 
+    def reachable(self, imported: Imported) -> tuple[Rule, ...]:
+        """The rules that can fire on ``imported`` (``rewrites.reach``)."""
+        present = frozenset(op for op, _ in imported.terms.values())
+        got = self._closures.get(present)
+        if got is None:
+            got = self._closures[present] = self.reach.closure(present)
+        return got
+
+    def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
+        """Declare those of ``rules``, and the loaders of those constructors ``ops``, not declared
+        yet (outside ``scope()``: a pop would drop them)."""
+        new = [r for r in rules if r.name not in self.declared]
+        fresh = sorted({op for op in ops if f"load-{op}" not in self.declared})
+        if not (new or fresh):
+            return
+        if self._open:
+            raise RuntimeError("rules must be declared outside scope(): a pop would drop them")
+        unknown = [op for op in fresh if op not in self.constructors]
+        if unknown:
+            raise ValueError(f"terms of undeclared constructors: {unknown}")
+        self._declare([line for op in fresh for line in loader(op, self.constructors[op])]
+                      + [r.egglog(RULESET) for r in new])
+        self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh)])
+
+    def declare_for(self, imported: Imported) -> tuple[Rule, ...]:
+        """Declare what ``imported`` needs: the rules it can fire, its constructors' loaders; return
+        the rules."""
+        rules = self.reachable(imported)
+        self.declare(rules, (op for op, _ in imported.terms.values()))
+        return rules
+
     @contextmanager
-    def scope(self) -> Iterator[eb.EGraph]:
+    def scope(self, imported: Imported) -> Iterator[eb.EGraph]:
+        """The e-graph with every rule ``imported`` can fire declared, inside a push/pop."""
+        self.declare_for(imported)
         self.egraph.run_program(eb.Push(1))
+        self._open = True
         try:
             yield self.egraph
         finally:
+            self._open = False
             self.egraph.run_program(eb.Pop(_SPAN, 1))
 
     def load(self, imported: Imported) -> None:
-        """Add the imported terms and facts (call inside ``scope()``)."""
-        self.egraph.run_program(*load_commands(self.egraph, imported))
-
-
-def load_commands(egraph: eb.EGraph, imported: Imported) -> list[object]:
-    """The commands that add ``imported`` to an e-graph declared with ``schema`` and a ``load``
-    ruleset: the load rule, run once, then the ``facts`` ruleset."""
-    rule = eb.RuleCommand(eb.Rule(_SPAN, term_actions(imported), [], "load", "load"))
-    return [rule, *egraph.parse_program("(run load 1) (run facts 1)")]
+        """Add the imported terms and facts (call inside ``scope(imported)``)."""
+        commands = []
+        for relation, lines in rows(imported, self.constructors).items():
+            path = self.files / f"{relation}.tsv"
+            path.write_text("\n".join(lines) + "\n")
+            commands.append(eb.Input(_SPAN, relation, str(path)))
+        self.egraph.run_program(*commands, *self._run_load)

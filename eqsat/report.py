@@ -19,6 +19,7 @@ class Report:
     egraph_classes: int = 0
     stop_reason: str = ""
     iterations: int = 0
+    rules_reachable: int = 0  # rules that can fire on this graph (rewrites.reach); the others cannot
     stage_ms: dict[str, float] = field(default_factory=dict)
     imported_terms: int = 0
     opaque_nodes: int = 0
@@ -49,7 +50,8 @@ class Report:
             ("predicted after", f"{self.predicted_after_us:.2f} us"),
             ("imported terms / opaque", f"{self.imported_terms} / {self.opaque_nodes}"),
             ("e-graph", f"{self.egraph_nodes} e-nodes, {self.egraph_classes} e-classes"),
-            ("saturation", f"{self.stop_reason} after {self.iterations} iteration(s)"),
+            ("saturation", f"{self.stop_reason} after {self.iterations} iteration(s), "
+                           f"{self.rules_reachable} rule(s) reachable"),
             *((f"time: {k}", f"{v:.2f} ms") for k, v in self.stage_ms.items()),
             ("time: total", f"{self.total_ms:.2f} ms"),
         ]

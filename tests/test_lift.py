@@ -203,15 +203,15 @@ def _plan(rule_name: str, imported) -> str:
     """How egglog plans ``rule_name`` after the other rules ran: reporting a decomposed plan panics."""
     from egglog import bindings as eb
 
-    from eqsat.load import constructors, load_commands, schema
+    from eqsat.load import RULESET, Engine
     from rewrites.schedule import default_rules
     rules = default_rules(eqsat.DEFAULT_CATALOG, "rounding")
-    egraph = eb.EGraph()
-    program = [schema(constructors(eqsat.DEFAULT_CATALOG)), "(ruleset load) (ruleset pre) (ruleset one)",
-               *(f'(dtype-ok "{s.name}" "{d}")' for s in eqsat.DEFAULT_CATALOG for d in s.dtypes),
-               *(r.egglog("pre") for r in rules), *(r.egglog("one") for r in rules if r.name == rule_name)]
-    egraph.run_program(*egraph.parse_program("\n".join(program)))
-    egraph.run_program(*load_commands(egraph, imported), *egraph.parse_program("(run pre 4)"))
+    engine = Engine(eqsat.DEFAULT_CATALOG, rules)
+    egraph = engine.egraph
+    engine.declare_for(imported)
+    egraph.run_program(*egraph.parse_program("(ruleset one)\n" + next(r for r in rules if r.name == rule_name).egglog("one")))
+    engine.load(imported)
+    egraph.run_program(*egraph.parse_program(f"(run {RULESET} 4)"))
     egraph.set_report_level(eb.WithPlan())
     try:
         ran = egraph.run_program(*egraph.parse_program("(run one 1)"))[0].report.num_matches_per_rule

@@ -1,0 +1,76 @@
+"""Declaring only the rules a graph can fire (``rewrites.reach``) changes nothing but the time taken,
+and the loader (``eqsat.load``) refuses rows egglog would misread."""
+
+from __future__ import annotations
+
+import pytest
+
+import eqsat
+from benchmarks.graphs import models
+from eqsat.capture import copy_graph
+from eqsat.fx_in import Arg, import_graph
+from eqsat.load import Engine, _field
+from eqsat.vocab.base import VocabIndex
+from rewrites.reach import Reach
+from rewrites.rule import rewrite
+from tests.conftest import rand, trace
+from tests.test_lift import _every_rule_fires
+from tests.test_order import GRAPHS
+
+CONSTRUCTORS = {"A": (), "B": (), "C": (), "D": ()}
+
+
+def test_a_rule_is_reached_through_what_other_rules_make():
+    rules = [rewrite("a-b", "(A)", "(B)"), rewrite("b-c", "(B)", "(C)"), rewrite("d-a", "(D)", "(A)")]
+    reach = Reach.of(rules, CONSTRUCTORS)
+    assert [r.name for r in reach.closure({"A"})] == ["a-b", "b-c"]
+    assert [r.name for r in reach.closure({"C"})] == []
+    assert [r.name for r in reach.closure({"D"})] == ["a-b", "b-c", "d-a"]  # rule order, not discovery order
+
+
+def _graphs() -> dict[str, object]:
+    models.register_ops()
+    every = lambda: trace(_every_rule_fires, rand(8, 512), rand(8, 512, seed=2), rand(512), rand(512, seed=3),  # noqa: E731
+                          rand(8, 1024))
+    return {**GRAPHS, **models.GRAPHS, "every rule": every}
+
+
+@pytest.mark.parametrize("name", sorted(_graphs()))
+def test_declaring_every_rule_fires_and_chooses_the_same(name):
+    options = eqsat.Options(numerics="rounding", strict=True)
+    rules = options.active_rules()
+    graph = _graphs()[name]()
+    lazy, eager = Engine(options.catalog, rules), Engine(options.catalog, rules)
+    eager.declare(rules)
+    a = eqsat.optimize(copy_graph(graph), options, engine=lazy)
+    b = eqsat.optimize(copy_graph(graph), options, engine=eager)
+    assert a.rules_fired == b.rules_fired and a.kernels_chosen == b.kernels_chosen
+    assert a.predicted_after_us == b.predicted_after_us and a.egraph_nodes == b.egraph_nodes
+    assert set(a.rules_fired) <= lazy.declared
+
+
+def test_a_graph_of_vllm_ops_declares_no_lift_rule():
+    options = eqsat.Options(numerics="rounding")
+    report = eqsat.optimize(models.GRAPHS["llama fp8 per-token"](), options)
+    assert report.kernels_chosen and 0 < report.rules_reachable < 10 < len(options.active_rules())
+
+
+def test_rules_are_not_declared_inside_a_scope():
+    options = eqsat.Options()
+    imported = import_graph(GRAPHS["layer"](), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    with engine.scope(imported), pytest.raises(RuntimeError, match="outside scope"):
+        engine.declare(options.active_rules())
+
+
+@pytest.mark.parametrize(("value", "sort"), [("a\tb", "String"), (" padded", "String"), ("x\n", "String"),
+                                             (True, "i64"), (1.5, "i64"), ("1", "f64"), (3, "T")])
+def test_rows_egglog_would_misread_are_refused(value, sort):
+    with pytest.raises(ValueError, match="cannot load|tensor argument"):
+        _field(value, sort)
+
+
+def test_fields_keep_their_values():
+    assert [_field(v, s) for v, s in [(Arg(4), "T"), (-3, "i64"), (1e-6, "f64"), (2, "f64"), (float("inf"), "f64"),
+                                      ("s77*8,128", "String"), ("", "String")]] == \
+        ["4", "-3", "1e-06", "2.0", "inf", "s77*8,128", ""]

@@ -111,14 +111,15 @@ def _val(node: fx.Node) -> object:
     return node.meta["val"]
 
 
-def facts_of(val: object) -> TensorFacts | None:
+def facts_of(val: object, names: dict[object, int | str] | None = None) -> TensorFacts | None:
+    """The facts of a value (``None`` for a non-tensor); ``names`` memoises symbolic dims (``dim_key``)."""
     if not isinstance(val, torch.Tensor):
         return None
     try:
         contiguous = bool(val.is_contiguous())
     except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
         contiguous = False
-    return TensorFacts(dtype_name(val.dtype), tuple(dim_key(d) for d in val.shape), contiguous)
+    return TensorFacts(dtype_name(val.dtype), tuple(dim_key(d, names) for d in val.shape), contiguous)
 
 
 def _mutated_args(node: fx.Node) -> list[fx.Node]:
@@ -206,6 +207,7 @@ class _Importer:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.out = Imported(graph, self.nodes, {}, {}, [], [])
         self.generic_keys: dict[str, int] = {}
+        self.dim_names: dict[object, int | str] = {}  # symbolic dim expression -> its key (ir.dim_key)
         # auto_functionalized nodes: FX getitem index -> constructor output (multi-output ops), or
         # the term each getitem stands for when the op has a single output (the node is absorbed)
         self.af_outputs: dict[int, dict[int, int]] = {}
@@ -233,7 +235,7 @@ class _Importer:
             else:
                 self.out.terms[i] = term
             val = node.meta.get("val")
-            facts = facts_of(val)
+            facts = facts_of(val, self.dim_names)
             if facts is not None:
                 self.out.facts[i] = facts
         self.out.roots = sorted({i for _, i in self.out.uses})
@@ -271,7 +273,7 @@ class _Importer:
             x = node.args[0]
             if not isinstance(val, torch.Tensor) or not isinstance(x, fx.Node):
                 return None
-            key = shape_key(dim_key(d) for d in val.shape)
+            key = shape_key(dim_key(d, self.dim_names) for d in val.shape)
             if target in (aten.view.default, aten.reshape.default, aten._unsafe_view.default):
                 self.out.shape_args.setdefault(key, node.args[1])
             return ("Reshape", (Arg(self.index[x]), key))

@@ -85,12 +85,19 @@ def dtype_from_name(name: str) -> torch.dtype:
     return value
 
 
-def dim_key(d: int | torch.SymInt) -> int | str:
-    """A concrete dim stays an int; a symbolic one becomes its expression, e.g. ``"s77"``."""
-    if isinstance(d, torch.SymInt):
-        expr = d.node.expr
-        return int(expr) if expr.is_number else str(expr)
-    return int(d)
+def dim_key(d: int | torch.SymInt, names: dict[object, int | str] | None = None) -> int | str:
+    """A concrete dim stays an int; a symbolic one becomes its expression, e.g. ``"s77"``.
+    ``names`` (optional) memoises expressions: printing one costs sympy ~30 us, and a graph repeats a
+    few symbols in every shape."""
+    if not isinstance(d, torch.SymInt):
+        return int(d)
+    expr = d.node.expr
+    got = names.get(expr) if names is not None else None
+    if got is None:
+        got = int(expr) if expr.is_number else str(expr)
+        if names is not None:
+            names[expr] = got
+    return got
 
 
 def shape_key(shape: Iterable[int | str]) -> str:

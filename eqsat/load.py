@@ -31,10 +31,11 @@ from eqsat.fx_in import Arg, Imported
 from eqsat.ir import FIXED_CONSTRUCTORS, FX, TENSOR, schema
 from eqsat.kernels.catalog import Catalog
 from extract.egraph import TensorFacts
-from rewrites.reach import Reach
+from rewrites.reach import Reach, heads
 from rewrites.rule import Rule
 
 RULESET = "main"
+CLEAR = "clear"
 _SPAN = eb.RustSpan("eqsat", 0, 0)
 
 
@@ -96,12 +97,14 @@ class Engine:
     declared as graphs need them.
 
     Declaring a rule costs about 0.7 ms (egglog compiles it) and every declared rule slows each
-    push/pop and each saturation iteration, so a rule is declared the first time a graph can fire it
+    saturation iteration, so a rule is declared the first time a graph can fire it
     (``rewrites.reach``: its query's constructors are in the graph or made by rules that can fire)
     and stays declared. Loading a graph costs about 10 us a term: so one engine serves many graphs,
-    each inside ``scope(imported)`` (egglog push/pop), which declares what that graph can fire and
-    leaves the engine as it was before the push afterwards. ``serves`` says whether it was made for
-    a given catalog and rule list.
+    each inside ``scope(imported)``, which declares what that graph needs and afterwards deletes
+    every row it added (ruleset ``clear``: one delete rule per table that can hold rows, ~0.1 ms
+    where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
+    row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
+    and rule list.
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
@@ -109,20 +112,35 @@ class Engine:
         self.catalog, self.rules = catalog, tuple(rules)
         self.reach = Reach.of(self.rules, self.constructors)
         self.declared: set[str] = set()  # rule names and loaders ("load-C")
+        self.tables: set[str] = set()  # tables the clear ruleset empties
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
-        self._open = False
         self.egraph = eb.EGraph()
-        program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)"]
+        program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         self._declare(program)
+        self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
+                                   for n, f in self.egraph.freeze().functions.items()
+                                   if n not in self.constructors and n != "dtype-ok"}))
         self.files = Path(tempfile.mkdtemp(prefix="eqsat-load-"))  # the input relations' rows
         weakref.finalize(self, shutil.rmtree, self.files, True)
         self._run_load = self.egraph.parse_program("(run load 1) (run facts 1)")
+        self._run_clear = self.egraph.parse_program(f"(run {CLEAR} 1)")
 
     def _declare(self, program: Sequence[str]) -> None:
         # one small parse per declaration: a parsed node's span holds its whole source text, so one big
         # program string costs time quadratic in its length (reference/egglog-notes.md)
         self.egraph.run_program(*(c for text in program for c in self.egraph.parse_program(text)))
+
+    def _clear(self, tables: dict[str, tuple[int, bool]]) -> list[str]:
+        """Delete rules for those ``tables`` (name -> arity, is a relation) not covered yet."""
+        lines = []
+        for name, (arity, relation) in sorted(tables.items()):
+            if name not in self.tables:
+                call = f"({name} {' '.join(f'a{k}' for k in range(arity))})"
+                lines.append(f"(rule ({call if relation else f'(= __o {call})'}) ((delete {call})) "
+                             f':ruleset {CLEAR} :name "clear-{name}")')
+                self.tables.add(name)
+        return lines
 
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
@@ -137,18 +155,20 @@ class Engine:
 
     def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
         """Declare those of ``rules``, and the loaders of those constructors ``ops``, not declared
-        yet (outside ``scope()``: a pop would drop them)."""
+        yet, with delete rules for every table they can fill."""
         new = [r for r in rules if r.name not in self.declared]
         fresh = sorted({op for op in ops if f"load-{op}" not in self.declared})
         if not (new or fresh):
             return
-        if self._open:
-            raise RuntimeError("rules must be declared outside scope(): a pop would drop them")
         unknown = [op for op in fresh if op not in self.constructors]
         if unknown:
             raise ValueError(f"terms of undeclared constructors: {unknown}")
+        made = heads([a for r in new for a in r.actions], self.constructors) | set(fresh)
+        filled = {c: (len(self.constructors[c]), False) for c in made}
+        filled |= {f"in-{op}": (len(self.constructors[op]) + 1, True) for op in fresh}
         self._declare([line for op in fresh for line in loader(op, self.constructors[op])]
                       + [r.egglog(RULESET) for r in new])
+        self._declare(self._clear(filled))
         self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh)])
 
     def declare_for(self, imported: Imported) -> tuple[Rule, ...]:
@@ -160,15 +180,12 @@ class Engine:
 
     @contextmanager
     def scope(self, imported: Imported) -> Iterator[eb.EGraph]:
-        """The e-graph with every rule ``imported`` can fire declared, inside a push/pop."""
+        """The e-graph with what ``imported`` needs declared; every row added inside is deleted after."""
         self.declare_for(imported)
-        self.egraph.run_program(eb.Push(1))
-        self._open = True
         try:
             yield self.egraph
         finally:
-            self._open = False
-            self.egraph.run_program(eb.Pop(_SPAN, 1))
+            self.egraph.run_program(*self._run_clear)
 
     def load(self, imported: Imported) -> None:
         """Add the imported terms and facts (call inside ``scope(imported)``)."""

@@ -39,6 +39,7 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 }
 """Constructors of sort T that every e-graph has, with their argument sorts."""
 
+RULESET = "main"  # the ruleset every rewrite rule runs in
 FX = "Fx"
 TENSOR = "tensor"
 FACT_FUNCTIONS = f"""

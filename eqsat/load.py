@@ -18,6 +18,7 @@ fields), and its literals match the constructor's sorts; ``rows`` raises ``Value
 from __future__ import annotations
 
 import math
+import os
 import shutil
 import tempfile
 import weakref
@@ -28,13 +29,13 @@ from pathlib import Path
 from egglog import bindings as eb
 
 from eqsat.fx_in import Arg, Imported
-from eqsat.ir import FIXED_CONSTRUCTORS, FX, TENSOR, schema
+from eqsat.ir import FIXED_CONSTRUCTORS, FX, RULESET, TENSOR, schema
 from eqsat.kernels.catalog import Catalog
+from eqsat.saturate import SizeBound
 from extract.egraph import TensorFacts
 from rewrites.reach import Reach, heads
 from rewrites.rule import Rule
 
-RULESET = "main"
 CLEAR = "clear"
 _SPAN = eb.RustSpan("eqsat", 0, 0)
 
@@ -92,6 +93,14 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
     return out
 
 
+def _scratch() -> Path:
+    """A fresh private folder for the rows, in memory where Linux offers it (/dev/shm: a small file
+    costs ~7 us to write there, ~60-90 us on a disk-backed /tmp)."""
+    shm = Path("/dev/shm")
+    memory = shm.is_dir() and os.access(shm, os.W_OK)
+    return Path(tempfile.mkdtemp(prefix="eqsat-load-", dir=shm if memory else None))
+
+
 class Engine:
     """An egglog e-graph with the schema and the catalog's dtype facts declared, and the rules
     declared as graphs need them.
@@ -111,6 +120,8 @@ class Engine:
         self.constructors = constructors(catalog)
         self.catalog, self.rules = catalog, tuple(rules)
         self.reach = Reach.of(self.rules, self.constructors)
+        self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
+        self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok
         self.declared: set[str] = set()  # rule names and loaders ("load-C")
         self.tables: set[str] = set()  # tables the clear ruleset empties
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
@@ -121,7 +132,7 @@ class Engine:
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
                                    for n, f in self.egraph.freeze().functions.items()
                                    if n not in self.constructors and n != "dtype-ok"}))
-        self.files = Path(tempfile.mkdtemp(prefix="eqsat-load-"))  # the input relations' rows
+        self.files = _scratch()  # the input relations' rows
         weakref.finalize(self, shutil.rmtree, self.files, True)
         self._run_load = self.egraph.parse_program("(run load 1) (run facts 1)")
         self._run_clear = self.egraph.parse_program(f"(run {CLEAR} 1)")
@@ -141,6 +152,12 @@ class Engine:
                              f':ruleset {CLEAR} :name "clear-{name}")')
                 self.tables.add(name)
         return lines
+
+    def size_bound(self, imported: Imported) -> SizeBound:
+        """At most 3 rows a loaded term (its row, ``Fx``, ``in-C``), 6 a value's facts (``tensor`` and
+        the five it spreads into) and ``dtype-ok``'s; each match adds at most one row per application
+        in the rule's actions."""
+        return SizeBound(3 * len(imported.terms) + 6 * len(imported.facts) + self.fixed_rows, self.growth)
 
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
@@ -191,7 +208,11 @@ class Engine:
         """Add the imported terms and facts (call inside ``scope(imported)``)."""
         commands = []
         for relation, lines in rows(imported, self.constructors).items():
-            path = self.files / f"{relation}.tsv"
-            path.write_text("\n".join(lines) + "\n")
-            commands.append(eb.Input(_SPAN, relation, str(path)))
+            path = str(self.files / f"{relation}.tsv")
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            try:
+                os.write(fd, ("\n".join(lines) + "\n").encode())
+            finally:
+                os.close(fd)
+            commands.append(eb.Input(_SPAN, relation, path))
         self.egraph.run_program(*commands, *self._run_load)

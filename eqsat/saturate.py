@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from egglog import bindings as eb
 
 from eqsat.errors import BudgetExceeded
-from eqsat.load import RULESET
+from eqsat.ir import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
 # scheduler -> (egglog schedule run between budget checks, iterations it runs); the back-off
@@ -68,12 +69,22 @@ class Deadline:
                                         f"({max(self.remaining(), 0):.2f} s left)")
 
 
+@dataclass(frozen=True)
+class SizeBound:
+    """An upper bound on the e-graph's rows that spares asking egglog (``PrintSize`` costs ~0.1 ms):
+    at most ``rows`` at the start and ``growth[rule]`` more per match of each rule. While the bound
+    stays under the node cap the cap cannot be hit; past it (or for a rule not listed) egglog is asked."""
+
+    rows: int
+    growth: Mapping[str, int]
+
+
 @dataclass
 class SaturationReport:
     stop_reason: str = ""
     iterations: int = 0
     matches: Counter[str] = field(default_factory=Counter)
-    nodes: int = 0
+    nodes: int = 0  # rows when egglog was last asked; 0 if a SizeBound made asking needless
     seconds: float = 0.0
 
 
@@ -82,8 +93,10 @@ def egraph_size(egraph: eb.EGraph) -> int:
     return sum(n for _, n in out[0].sizes)
 
 
-def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None) -> SaturationReport:
+def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
+             bound: SizeBound | None = None) -> SaturationReport:
     report = SaturationReport()
+    most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
     start = time.perf_counter()
     share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
     if budgets.scheduler not in SCHEDULES:
@@ -99,14 +112,21 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             break
         out = egraph.run_program(*run_chunk)[0].report
         report.iterations += chunk
-        report.matches.update({k: v for k, v in out.num_matches_per_rule.items() if v})
+        matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
+        report.matches.update(matched)
         if not out.updated:
             report.stop_reason = "saturated"
             break
+        if most is not None and bound is not None and all(k in bound.growth for k in matched):
+            most += sum(v * bound.growth[k] for k, v in matched.items())
+        else:
+            most = None
+        if most is None or most > budgets.nodes:
+            most = report.nodes = egraph_size(egraph)
+            if report.nodes > budgets.nodes:
+                report.stop_reason = "node_limit"
+                break
+    if not report.nodes and bound is None:
         report.nodes = egraph_size(egraph)
-        if report.nodes > budgets.nodes:
-            report.stop_reason = "node_limit"
-            break
-    report.nodes = report.nodes or egraph_size(egraph)
     report.seconds = time.perf_counter() - start
     return report

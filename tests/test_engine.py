@@ -9,8 +9,10 @@ import pytest
 import eqsat
 from benchmarks.graphs import models
 from eqsat.capture import copy_graph
-from eqsat.fx_in import Arg
+from eqsat.fx_in import Arg, import_graph
 from eqsat.load import Engine, _field
+from eqsat.saturate import egraph_size, saturate
+from eqsat.vocab.base import VocabIndex
 from rewrites.reach import Reach
 from rewrites.rule import rewrite
 from tests.conftest import rand, trace
@@ -82,3 +84,17 @@ def test_fields_keep_their_values():
     assert [_field(v, s) for v, s in [(Arg(4), "T"), (-3, "i64"), (1e-6, "f64"), (2, "f64"), (float("inf"), "f64"),
                                       ("s77*8,128", "String"), ("", "String")]] == \
         ["4", "-3", "1e-06", "2.0", "inf", "s77*8,128", ""]
+
+
+@pytest.mark.parametrize("name", sorted(_graphs()))
+def test_the_size_bound_is_never_below_the_size(name):
+    options = eqsat.Options(numerics="rounding")
+    imported = import_graph(_graphs()[name](), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    bound = engine.size_bound(imported)
+    with engine.scope(imported) as egraph:
+        engine.load(imported)
+        assert egraph_size(egraph) <= bound.rows
+        sat = saturate(egraph, eqsat.Budgets(), bound=bound)
+        assert sat.stop_reason == "saturated" and sat.nodes == 0  # never needed to ask egglog
+        assert egraph_size(egraph) <= bound.rows + sum(n * bound.growth[k] for k, n in sat.matches.items())

@@ -461,16 +461,15 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"With the default budget (`Budgets()`, {eqsat.Budgets().seconds:g} s) the {big}-layer graph gives: "
         f"{default_budget.summary()}.", "",
         "## Notes", "",
-        "- The largest stage is load (egglog compiling the one rule that adds the graph: its cost is per "
-        "action). At commit 856ce73 it was 58% of the 61-layer run (669 of 1145 ms; 1.17 s in all). Since: "
-        "each value's five fact actions became one `tensor` row that a declared `facts` ruleset spreads "
-        "(eqsat.ir), the `(Node i)` unions went (each FX node's e-class is found by hash-consing its term, "
-        "eqsat.serialize), equal literal binding objects are built once; declaring the rules parses each "
-        "declaration on its own (one big program string made it 4x slower). Extraction memoises operand "
-        "sizes and each e-node's children.",
-        "- egglog 13.2 keeps 100-200 bytes for every loaded action for the life of the process (a new "
-        "engine does not free it), and its push/pop, a fixed cost of every graph (~2 ms), grows with that "
-        "(to ~4 ms after a thousand small graphs): graphs timed late in this run pay a little of it.",
+        "- Load was the largest stage (egglog compiling one rule of a `let` per term: 47% of the 61-layer run, "
+        "309 of 659 ms, at f0df88b). Terms now enter as rows egglog reads with `input` (eqsat.load), and an "
+        "engine declares a rule the first time a graph can fire it (rewrites.reach) and empties its tables "
+        "after each graph with delete rules instead of egglog push/pop, which cloned the whole e-graph "
+        "(1-3 ms a graph, growing with the process's age). Those changes took DeepSeek one layer from 17.3 "
+        "to about 9 ms and the 61-layer graph from 0.66 s to about 0.3 s (see the tables above).",
+        "- egglog keeps a little memory per graph for the life of an engine (~10 KB for a 40-node graph; "
+        "`tests/test_engine.py` checks the tables are empty between graphs), so graphs timed late in this "
+        "run may pay a little more than early ones.",
         "- vLLM splits its graph at attention (piecewise compilation), so a post-grad pass sees pieces of a "
         "layer; these graphs keep attention as an opaque op, as a full-graph compile would hand it over. The "
         "L-layer graphs are a scaling test, not a graph vLLM produces.",

@@ -13,7 +13,8 @@ Per graph of ``benchmarks.graphs.models``:
   has declared the rules that model's graphs can fire; no recompile, as in the pass: Inductor
   recompiles after its post-grad passes, and the baseline does not either); the baseline is
   ``PatternMatcherBaseline.apply(copy)`` (patterns registered once per process). Each timed run gets
-  a fresh copy of the graph, made and garbage-collected outside the timed region, after untimed
+  a fresh copy of the graph, made and garbage-collected outside the timed region (inside it, both
+  run with Python's cyclic GC paused: eqsat's ``Options.pause_gc``, the baseline wrapped alike), after untimed
   warm-up runs; the two optimizers' runs alternate; the median of at least 10 runs (3 with
   ``--quick``) is reported.
 - the one-off costs: eqsat's first ``Engine`` declaring the schema and the rules the graph can fire
@@ -191,22 +192,40 @@ class Bench:
     def __init__(self, runs: int) -> None:
         self.runs = runs
         self.rules = default_rules(OPTIONS.catalog, OPTIONS.numerics)
-        start = time.perf_counter()
-        Engine(OPTIONS.catalog, self.rules).declare(self.rules)
-        self.declare_all_ms = (time.perf_counter() - start) * 1e3  # for reference: every rule of every family
+        times = []
+        for _ in range(3):  # for reference: a fresh engine declaring every rule of every family
+            start = time.perf_counter()
+            Engine(OPTIONS.catalog, self.rules).declare(self.rules)
+            times.append((time.perf_counter() - start) * 1e3)
+        self.declare_all_ms = statistics.median(times)
         self.pass_ = eqsat.EqSatPass(OPTIONS)  # the engine a pass keeps is made the same way
         self.baseline = PatternMatcherBaseline()
         self.register_ms = self.baseline.registration_s * 1e3
 
     @staticmethod
-    def engine_for(gm: fx.GraphModule) -> tuple[Engine, float]:
-        """A fresh engine that has declared what ``gm`` can fire, and the ms that took (the import
-        that tells it what the graph holds is per-graph work, outside the timer)."""
+    def engine_for(gm: fx.GraphModule, tries: int = 3) -> tuple[Engine, float]:
+        """A fresh engine that has declared what ``gm`` can fire, and the ms that took: the median of
+        ``tries`` fresh engines (the import that tells it what the graph holds is per-graph work,
+        outside the timer)."""
         imported = import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies))
-        start = time.perf_counter()
-        engine = Engine(OPTIONS.catalog, default_rules(OPTIONS.catalog, OPTIONS.numerics))
-        engine.declare_for(imported)
-        return engine, (time.perf_counter() - start) * 1e3
+        times = []
+        for _ in range(tries):
+            gc.collect()
+            start = time.perf_counter()
+            engine = Engine(OPTIONS.catalog, default_rules(OPTIONS.catalog, OPTIONS.numerics))
+            engine.declare_for(imported)
+            times.append((time.perf_counter() - start) * 1e3)
+        return engine, statistics.median(times)
+
+    def baseline_run(self, gm: fx.GraphModule) -> int:
+        """The baseline with Python's cyclic GC paused, as eqsat's ``Options.pause_gc`` runs (fair to both)."""
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            return self.baseline.apply(gm)
+        finally:
+            if was:
+                gc.enable()
 
     def eqsat(self, engine: Engine) -> Callable[[fx.GraphModule], eqsat.Report]:
         return lambda gm: eqsat.optimize(gm, self.pass_.options, engine=engine, recompile=False)  # as the pass runs
@@ -217,7 +236,7 @@ class Bench:
         gm = build()
         build_ms = (time.perf_counter() - start) * 1e3
         engine, declare_ms = self.engine_for(gm)
-        (eq_t, report, eq_gm), (pm_t, count, pm_gm) = timed_runs(gm, (self.eqsat(engine), self.baseline.apply), runs)
+        (eq_t, report, eq_gm), (pm_t, count, pm_gm) = timed_runs(gm, (self.eqsat(engine), self.baseline_run), runs)
         kernels = Counter(k for k in map(_fused_op, pm_gm.graph.nodes) if k)
         return Row(name, len(gm.graph.nodes), build_ms, eq_t, pm_t, report, fusion_sites(eq_gm),
                    fusion_sites(pm_gm), count, declare_ms, kernels)
@@ -317,7 +336,7 @@ def profile_run(bench: Bench, gm: fx.GraphModule, layers: int, path: Path | None
                                                                                             list[str]]:
     """One eqsat run (after a warm-up run) under cProfile: its report and the top functions by own
     time (markdown rows); writes the top 25 by cumulative and by own time to ``path``."""
-    run = bench.eqsat(bench.engine_for(gm)[0])
+    run = bench.eqsat(bench.engine_for(gm, tries=1)[0])
     run(copy_graph(gm))
     c = copy_graph(gm)
     gc.collect()
@@ -405,7 +424,8 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "per graph (made and warmed before timing: a process compiles one model's graphs), "
         "profile mi300x, sizes 256. "
         f"Times: median of {bench.runs} to {5 * bench.runs} runs (more for small graphs), each on a fresh copy "
-        "of the graph (copying and GC outside the timed region), after 3 warm-up runs (1 above 0.5 s), eqsat's "
+        "of the graph (copying and GC outside the timed region; inside it both run with Python's cyclic GC "
+        "paused, eqsat through `Options.pause_gc`, the baseline wrapped the same way), after 3 warm-up runs (1 above 0.5 s), eqsat's "
         "and the baseline's runs alternating (a slow spell of the machine hits both); CPU ms is the median CPU "
         "time of this process over the same runs "
         "(less disturbed by other processes on a shared machine). A *site* is an fp8 activation read by a GEMM / attention / the "
@@ -429,7 +449,7 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"| {verdict(not missed)} |", "",
         "## Per graph", "",
         "One-off per process: eqsat's first `Engine` declares the schema and the rules the graph can fire "
-        f"(column *one-off*, `Engine.declare_for`; declaring all {len(bench.rules)} rules of every family takes "
+        f"(column *one-off*, `Engine.declare_for`, median of 3 fresh engines; a fresh engine declaring all {len(bench.rules)} rules of every family takes "
         f"{bench.declare_all_ms:.0f} ms); the baseline registers its "
         f"{bench.baseline.registrations} patterns (vLLM's AITER passes for this family; with its CUDA-side "
         "RMSNormQuantFusionPass, which also runs on ROCm, vLLM registers about 100, vllm-facts §7) in "
@@ -500,7 +520,7 @@ def main(argv: Sequence[str] = ()) -> int:
     big = models.deepseek_v3(max(layers))
     profiled = profile_run(bench, big, max(layers), RESULTS / "profile_61.txt" if write and 61 in layers else None)
     default_budget = eqsat.optimize(copy_graph(big), replace(OPTIONS, budgets=eqsat.Budgets()),
-                                    engine=bench.engine_for(big)[0])
+                                    engine=bench.engine_for(big, tries=1)[0])
     text = render(bench, rows, scaling, layers, command, profiled, default_budget, load) + "\n"
     print(text)
     if write:

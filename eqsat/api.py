@@ -12,6 +12,7 @@ predicted to be faster than the graph as it is.
 
 from __future__ import annotations
 
+import gc
 import logging
 import time
 from collections import Counter
@@ -57,6 +58,19 @@ class _Stages:
             self.report.stage_ms[name] = self.report.stage_ms.get(name, 0.0) + (time.perf_counter() - start) * 1e3
 
 
+@contextmanager
+def _gc_paused(pause: bool) -> Iterator[None]:
+    """Python's cyclic collector off inside (``Options.pause_gc``), as it was after."""
+    was = gc.isenabled()
+    if pause:
+        gc.disable()
+    try:
+        yield
+    finally:
+        if pause and was:
+            gc.enable()
+
+
 def _validate(options: Options) -> None:
     if options.extractor not in EXTRACTORS:
         raise EqSatInputError(f"unknown extractor {options.extractor!r}; choose one of {sorted(EXTRACTORS)}")
@@ -88,7 +102,8 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     root = dump.dump_root(options.dump_dir)
     dumper = dump.opened(root, graph) if root else None
     try:
-        _pipeline(graph, options, engine, report, stage, dumper, recompile)
+        with _gc_paused(options.pause_gc):
+            _pipeline(graph, options, engine, report, stage, dumper, recompile)
     except EqSatInputError:
         raise
     except Exception as exc:

@@ -105,3 +105,21 @@ def test_pass_survives_fault_inside_torch_compile_style_call(fault, monkeypatch,
     with caplog.at_level(logging.WARNING, logger="eqsat"):
         p(gm.graph)
     assert snapshot(gm) == before and "graph left unchanged" in caplog.text
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_collector_is_as_it_was_after_a_pass_that_fails(monkeypatch, enabled):
+    import gc
+    seen = []
+
+    def record(*a, **k):
+        seen.append(gc.isenabled())
+        raise RuntimeError("injected")
+
+    monkeypatch.setattr(saturate, "saturate", record)
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        assert eqsat.optimize(graph()).error and seen == [False] and gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()

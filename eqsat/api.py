@@ -149,6 +149,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             ser = serialize.serialize(egraph, engine.constructors, imported.terms, imported.roots)
         if dumper is not None:
             dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
+    if options.strict:  # tests: a table the clear ruleset missed would leak rows into the next graph
+        engine.check_empty()
     eg: EGraph = ser.egraph
     report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
     deadline.check("serialize")

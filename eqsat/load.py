@@ -159,6 +159,13 @@ class Engine:
         in the rule's actions."""
         return SizeBound(3 * len(imported.terms) + 6 * len(imported.facts) + self.fixed_rows, self.growth)
 
+    def check_empty(self) -> None:
+        """Raise unless every table but ``dtype-ok`` is empty (as between graphs)."""
+        sizes = self.egraph.run_program(eb.PrintSize(_SPAN, None))[0].sizes
+        left = {name: n for name, n in sizes if n and name != "dtype-ok"}
+        if left:
+            raise RuntimeError(f"rows left in the engine after a graph: {left}")
+
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
 

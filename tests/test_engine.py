@@ -73,6 +73,14 @@ def test_one_engine_for_many_graphs_gives_what_a_fresh_engine_gives_each():
         assert {t: n for t, n in sizes if n} == {"dtype-ok": sum(len(s.dtypes) for s in options.catalog)}
 
 
+def test_a_table_the_clear_ruleset_misses_fails_a_strict_pass():
+    options = eqsat.Options(strict=True)
+    engine = Engine(options.catalog, options.active_rules())
+    engine.tables.add("Leaf")  # as if a delete rule covered it: none will be declared
+    with pytest.raises(eqsat.EqSatInternalError, match="rows left"):
+        eqsat.optimize(GRAPHS["layer"](), options, engine=engine)
+
+
 @pytest.mark.parametrize(("value", "sort"), [("a\tb", "String"), (" padded", "String"), ("x\n", "String"),
                                              (True, "i64"), (1.5, "i64"), ("1", "f64"), (3, "T")])
 def test_rows_egglog_would_misread_are_refused(value, sort):

@@ -52,8 +52,9 @@ import torch.fx as fx
 import eqsat
 from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
 from benchmarks.graphs import models
+from eqsat.api import gc_paused
 from eqsat.capture import copy_graph
-from eqsat.fx_in import import_graph
+from eqsat.fx_in import Imported, import_graph
 from eqsat.load import Engine
 from eqsat.vocab.base import VocabIndex
 from rewrites.schedule import default_rules
@@ -189,6 +190,12 @@ class Row:
         return statistics.median(self.pm_t.wall_ms)
 
 
+def _declared(imported: Imported) -> Engine:
+    engine = Engine(OPTIONS.catalog, default_rules(OPTIONS.catalog, OPTIONS.numerics))
+    engine.declare_for(imported)
+    return engine
+
+
 class Bench:
     def __init__(self, runs: int) -> None:
         self.runs = runs
@@ -206,9 +213,7 @@ class Bench:
     @staticmethod
     def engine_for(gm: fx.GraphModule) -> Engine:
         """A fresh engine that has declared what ``gm`` can fire."""
-        engine = Engine(OPTIONS.catalog, default_rules(OPTIONS.catalog, OPTIONS.numerics))
-        engine.declare_for(import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies)))
-        return engine
+        return _declared(import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies)))
 
     @staticmethod
     def one_offs(gm: fx.GraphModule, tries: int = 3) -> tuple[Engine, list[float], list[float]]:
@@ -220,8 +225,7 @@ class Bench:
         for _ in range(tries):
             gc.collect()
             start = time.perf_counter()
-            engine = Engine(OPTIONS.catalog, default_rules(OPTIONS.catalog, OPTIONS.numerics))
-            engine.declare_for(imported)
+            engine = _declared(imported)
             declare.append((time.perf_counter() - start) * 1e3)
             gc.collect()
             register.append(PatternMatcherBaseline().registration_s * 1e3)
@@ -229,13 +233,8 @@ class Bench:
 
     def baseline_run(self, gm: fx.GraphModule) -> int:
         """The baseline with Python's cyclic GC paused, as eqsat's ``Options.pause_gc`` runs (fair to both)."""
-        was = gc.isenabled()
-        gc.disable()
-        try:
+        with gc_paused():
             return self.baseline.apply(gm)
-        finally:
-            if was:
-                gc.enable()
 
     def eqsat(self, engine: Engine) -> Callable[[fx.GraphModule], eqsat.Report]:
         return lambda gm: eqsat.optimize(gm, self.pass_.options, engine=engine, recompile=False)  # as the pass runs

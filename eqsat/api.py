@@ -59,7 +59,7 @@ class _Stages:
 
 
 @contextmanager
-def _gc_paused(pause: bool) -> Iterator[None]:
+def gc_paused(pause: bool = True) -> Iterator[None]:
     """Python's cyclic collector off inside (``Options.pause_gc``), as it was after."""
     was = gc.isenabled()
     if pause:
@@ -102,7 +102,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     root = dump.dump_root(options.dump_dir)
     dumper = dump.opened(root, graph) if root else None
     try:
-        with _gc_paused(options.pause_gc):
+        with gc_paused(options.pause_gc):
             _pipeline(graph, options, engine, report, stage, dumper, recompile)
     except EqSatInputError:
         raise
@@ -138,7 +138,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         elif not engine.serves(options.catalog, rules):
             raise ValueError("the engine was prepared for other rules or another catalog")
         report.rules_reachable = len(engine.declare_for(imported))
-    with engine.scope(imported) as egraph:
+    with engine.scope() as egraph:
         with stage("load"):
             engine.load(imported)
         with stage("saturate"):

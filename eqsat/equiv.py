@@ -96,7 +96,8 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
     ia = [a.nodes.index(n) for n in outs_a]
     ib = [b_index[b.nodes.index(n)] for n in outs_b]
     engine = load.Engine(options.catalog, options.active_rules())
-    with engine.scope(merged) as egraph:
+    engine.declare_for(merged)
+    with engine.scope() as egraph:
         engine.load(merged)
         saturate.saturate(egraph, options.budgets)
         ser = serialize.serialize(egraph, engine.constructors, merged.terms, [*ia, *ib])

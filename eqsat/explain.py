@@ -101,7 +101,8 @@ class _Analysis:
         self.catalog = options.catalog
         engine = load.Engine(options.catalog, options.active_rules())
         engine.egraph.run_program(*engine.egraph.parse_program(diagnostic_rules(options.catalog)))
-        with engine.scope(self.im) as egraph:
+        engine.declare_for(self.im)
+        with engine.scope() as egraph:
             engine.load(self.im)
             saturate.saturate(egraph, options.budgets)
             egraph.run_program(*egraph.parse_program("(run explain 1)"))

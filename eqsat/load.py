@@ -33,7 +33,7 @@ from eqsat.ir import FIXED_CONSTRUCTORS, FX, RULESET, TENSOR, schema
 from eqsat.kernels.catalog import Catalog
 from eqsat.saturate import SizeBound
 from extract.egraph import TensorFacts
-from rewrites.reach import Reach, heads
+from rewrites.reach import Reach
 from rewrites.rule import Rule
 
 CLEAR = "clear"
@@ -109,7 +109,7 @@ class Engine:
     saturation iteration, so a rule is declared the first time a graph can fire it
     (``rewrites.reach``: its query's constructors are in the graph or made by rules that can fire)
     and stays declared. Loading a graph costs about 10 us a term: so one engine serves many graphs,
-    each inside ``scope(imported)``, which declares what that graph needs and afterwards deletes
+    each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
     every row it added (ruleset ``clear``: one delete rule per table that can hold rows, ~0.1 ms
     where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
@@ -120,11 +120,13 @@ class Engine:
         self.constructors = constructors(catalog)
         self.catalog, self.rules = catalog, tuple(rules)
         self.reach = Reach.of(self.rules, self.constructors)
+        self._makes = dict(zip((r.name for r in self.rules), self.reach.makes, strict=True))
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
         self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok
         self.declared: set[str] = set()  # rule names and loaders ("load-C")
         self.tables: set[str] = set()  # tables the clear ruleset empties
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
+        self._ready: Imported | None = None  # the graph declare_for last prepared
         self.egraph = eb.EGraph()
         program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
@@ -169,25 +171,27 @@ class Engine:
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
 
-    def reachable(self, imported: Imported) -> tuple[Rule, ...]:
-        """The rules that can fire on ``imported`` (``rewrites.reach``)."""
-        present = frozenset(op for op, _ in imported.terms.values())
+    def reachable(self, present: frozenset[str]) -> tuple[Rule, ...]:
+        """The rules that can fire on a graph of ``present`` constructors (``rewrites.reach``)."""
         got = self._closures.get(present)
         if got is None:
             got = self._closures[present] = self.reach.closure(present)
         return got
 
     def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
-        """Declare those of ``rules``, and the loaders of those constructors ``ops``, not declared
-        yet, with delete rules for every table they can fill."""
+        """Declare those of ``rules`` (the engine's), and the loaders of those constructors ``ops``,
+        not declared yet, with delete rules for every table they can fill."""
         new = [r for r in rules if r.name not in self.declared]
+        foreign = [r.name for r in new if r.name not in self._makes]
+        if foreign:
+            raise ValueError(f"rules this engine was not made with: {foreign}")
         fresh = sorted({op for op in ops if f"load-{op}" not in self.declared})
         if not (new or fresh):
             return
         unknown = [op for op in fresh if op not in self.constructors]
         if unknown:
             raise ValueError(f"terms of undeclared constructors: {unknown}")
-        made = heads([a for r in new for a in r.actions], self.constructors) | set(fresh)
+        made = set(fresh).union(*(self._makes[r.name] for r in new))
         filled = {c: (len(self.constructors[c]), False) for c in made}
         filled |= {f"in-{op}": (len(self.constructors[op]) + 1, True) for op in fresh}
         self._declare([line for op in fresh for line in loader(op, self.constructors[op])]
@@ -196,23 +200,26 @@ class Engine:
         self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh)])
 
     def declare_for(self, imported: Imported) -> tuple[Rule, ...]:
-        """Declare what ``imported`` needs: the rules it can fire, its constructors' loaders; return
-        the rules."""
-        rules = self.reachable(imported)
-        self.declare(rules, (op for op, _ in imported.terms.values()))
+        """Declare what ``imported`` needs before it is loaded: the rules it can fire, its
+        constructors' loaders; return the rules."""
+        present = frozenset(op for op, _ in imported.terms.values())
+        rules = self.reachable(present)
+        self.declare(rules, present)
+        self._ready = imported
         return rules
 
     @contextmanager
-    def scope(self, imported: Imported) -> Iterator[eb.EGraph]:
-        """The e-graph with what ``imported`` needs declared; every row added inside is deleted after."""
-        self.declare_for(imported)
+    def scope(self) -> Iterator[eb.EGraph]:
+        """The e-graph; every row added inside is deleted after."""
         try:
             yield self.egraph
         finally:
             self.egraph.run_program(*self._run_clear)
 
     def load(self, imported: Imported) -> None:
-        """Add the imported terms and facts (call inside ``scope(imported)``)."""
+        """Add the imported terms and facts (inside ``scope()``, after ``declare_for(imported)``)."""
+        if imported is not self._ready:
+            raise RuntimeError("declare_for(imported) first: rules it can fire may be undeclared")
         commands = []
         for relation, lines in rows(imported, self.constructors).items():
             path = str(self.files / f"{relation}.tsv")

@@ -97,6 +97,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
              bound: SizeBound | None = None) -> SaturationReport:
     report = SaturationReport()
     most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
+    growth = bound.growth if bound is not None else {}
     start = time.perf_counter()
     share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
     if budgets.scheduler not in SCHEDULES:
@@ -117,8 +118,8 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         if not out.updated:
             report.stop_reason = "saturated"
             break
-        if most is not None and bound is not None and all(k in bound.growth for k in matched):
-            most += sum(v * bound.growth[k] for k, v in matched.items())
+        if most is not None and all(k in growth for k in matched):
+            most += sum(v * growth[k] for k, v in matched.items())
         else:
             most = None
         if most is None or most > budgets.nodes:

@@ -100,7 +100,8 @@ def test_the_size_bound_is_never_below_the_size(name):
     imported = import_graph(_graphs()[name](), options.catalog, VocabIndex(options.vocabularies))
     engine = Engine(options.catalog, options.active_rules())
     bound = engine.size_bound(imported)
-    with engine.scope(imported) as egraph:
+    engine.declare_for(imported)
+    with engine.scope() as egraph:
         engine.load(imported)
         assert egraph_size(egraph) <= bound.rows
         sat = saturate(egraph, eqsat.Budgets(), bound=bound)

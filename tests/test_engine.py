@@ -107,3 +107,11 @@ def test_the_size_bound_is_never_below_the_size(name):
         sat = saturate(egraph, eqsat.Budgets(), bound=bound)
         assert sat.stop_reason == "saturated" and sat.nodes == 0  # never needed to ask egglog
         assert egraph_size(egraph) <= bound.rows + sum(n * bound.growth[k] for k, n in sat.matches.items())
+
+
+def test_a_graph_is_loaded_only_after_declare_for_prepared_it():
+    options = eqsat.Options()
+    imported = import_graph(GRAPHS["layer"](), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    with engine.scope(), pytest.raises(RuntimeError, match="declare_for"):
+        engine.load(imported)

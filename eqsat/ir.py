@@ -16,9 +16,9 @@ Facts, from ``node.meta["val"]`` for every tensor value: ``(dtype t)`` dtype nam
 shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it is concrete (the only dim a rule reads;
 other dims are compared through the shape key), and the relation ``(contiguous t)``. The loader
 states them in one row of the input relation ``(tensor i dtype shape ndim last contiguous)`` for
-FX node ``i`` (``last`` is -1 when symbolic, ``contiguous`` 0 or 1), and the ``facts`` ruleset
-(``FACT_RULES``) spreads it into those functions of ``(Fx i)``, the loader's name for node ``i``'s
-e-class (``eqsat.load``); ``Fx`` is no op: no rule reads it and it is never extracted.
+FX node ``i`` (``last`` is -1 when symbolic, ``contiguous`` 0 or 1), and rules of the ``load``
+ruleset (``FACT_RULES``, run once with the loader rules) spread it into those functions of
+``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``); ``Fx`` is no op: no rule reads it and it is never extracted.
 ``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
 
@@ -53,12 +53,11 @@ FACT_FUNCTIONS = f"""
 (relation dtype-ok (String String))
 """
 
-_ROW = f"({TENSOR} i dt s nd last c) (= t ({FX} i))"
 FACT_RULES = f"""
-(ruleset facts)
-(rule ({_ROW}) ((set (dtype t) dt) (set (shape t) s) (set (ndim t) nd)) :ruleset facts)
-(rule ({_ROW} (>= last 0)) ((set (dim t -1) last)) :ruleset facts)
-(rule ({_ROW} (= c 1)) ((contiguous t)) :ruleset facts)
+(ruleset load)
+(rule (({TENSOR} i dt s nd last c)) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) s) (set (ndim ({FX} i)) nd)) :ruleset load)
+(rule (({TENSOR} i dt s nd last c) (>= last 0)) ((set (dim ({FX} i) -1) last)) :ruleset load)
+(rule (({TENSOR} i dt s nd last c) (= c 1)) ((contiguous ({FX} i))) :ruleset load)
 """
 """How the one loaded ``tensor`` row becomes the fact functions rules read."""
 

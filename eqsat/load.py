@@ -6,8 +6,8 @@ in time quadratic in its length, ``reference/egglog-notes.md``). Each FX node ``
 ``(C a ..)`` is one tab-separated row ``i a ..`` of the relation ``in-C`` (a child term is its FX
 node index), read by egglog's ``input`` command; the loader rule of ``C`` (ruleset ``load``, run
 once) unions ``(Fx i)`` with ``(C (Fx j) ..)``. ``(Fx i)`` names node ``i``'s e-class while loading
-and is never extracted (``eqsat.ir``). Each value's facts are one row of ``tensor``, which the
-``facts`` ruleset spreads into the fact functions rules read. The schema (the fixed constructors
+and is never extracted (``eqsat.ir``). Each value's facts are one row of ``tensor``, which rules of
+the same ruleset spread into the fact functions rules read. The schema (the fixed constructors
 plus one per catalog row) is declared once per :class:`Engine`; a rule, and a constructor's loader,
 once, the first time a graph needs it (``rewrites.reach``).
 
@@ -128,7 +128,7 @@ class Engine:
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self.egraph = eb.EGraph()
-        program = [schema(self.constructors), f"(ruleset {RULESET})", "(ruleset load)", f"(ruleset {CLEAR})"]
+        program = [schema(self.constructors), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]  # schema: load
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         self._declare(program)
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
@@ -136,7 +136,7 @@ class Engine:
                                    if n not in self.constructors and n != "dtype-ok"}))
         self.files = _scratch()  # the input relations' rows
         weakref.finalize(self, shutil.rmtree, self.files, True)
-        self._run_load = self.egraph.parse_program("(run load 1) (run facts 1)")
+        self._run_load = self.egraph.parse_program("(run load 1)")
         self._run_clear = self.egraph.parse_program(f"(run {CLEAR} 1)")
 
     def _declare(self, program: Sequence[str]) -> None:

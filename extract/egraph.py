@@ -51,9 +51,17 @@ class ENode:
     args: tuple[object, ...]
     eclass: int
     children: tuple[int, ...] = field(init=False, repr=False, compare=False)  # the Ref args' e-classes
+    _hash: int = field(init=False, repr=False, compare=False)  # e-nodes key the cost and hash-cons tables
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "children", tuple(a.eclass for a in self.args if isinstance(a, Ref)))
+        object.__setattr__(self, "_hash", hash((self.op, self.args, self.eclass)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[ENode], tuple[str, tuple[object, ...], int]]:
+        return ENode, (self.op, self.args, self.eclass)  # str hashes differ between processes: rehash
 
 
 @dataclass

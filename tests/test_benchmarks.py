@@ -16,7 +16,8 @@ import torch.fx as fx
 import eqsat
 from benchmarks.baseline.pattern_matcher import PATTERNS, PatternMatcherBaseline
 from benchmarks.graphs import models
-from benchmarks.pass_time import _fused_op, copy_graph, fused, fusion_sites
+from benchmarks.sites import fused, fused_op, fusion_sites
+from eqsat.capture import copy_graph
 
 OPTIONS = eqsat.Options(profile="mi300x", sizes=256, strict=True)
 EPS = 1e-6
@@ -207,7 +208,7 @@ def test_each_pattern_fires_on_its_graph(case):
     assert pm.apply(gm) >= 1
     gm.graph.lint()
     after = Counter(n.target for n in gm.graph.nodes if n.op == "call_function")
-    assert Counter(k for k in map(_fused_op, gm.graph.nodes) if k) == Counter(expected)
+    assert Counter(k for k in map(fused_op, gm.graph.nodes) if k) == Counter(expected)
     norms = (torch.ops.vllm_ir.rms_norm.default, torch.ops.vllm_ir.fused_add_rms_norm.default)
     assert sum(after[t] for t in norms) < sum(before[t] for t in norms) or case.startswith(("#7", "#10"))
     if case.startswith("#11"):  # the router reads the unpadded slice of the padded output

@@ -122,7 +122,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
 
 def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, report: Report, stage: _Stages,
               dumper: dump.Dump | None, recompile: bool) -> None:
-    vocab = VocabIndex(options.vocabularies)
+    vocab = engine.vocab_index(options.vocabularies) if engine is not None else VocabIndex(options.vocabularies)
     deadline = saturate.Deadline.after(options.budgets.seconds)
     with stage("import"):
         imported = fx_in.import_graph(graph, options.catalog, vocab, lambda: deadline.check("import"))

@@ -55,11 +55,14 @@ FACT_FUNCTIONS = f"""
 
 FACT_RULES = f"""
 (ruleset load)
-(rule (({TENSOR} i dt s nd last c)) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) s) (set (ndim ({FX} i)) nd)) :ruleset load)
+(rule (({TENSOR} i dt s nd last c))
+      ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) s) (set (ndim ({FX} i)) nd) (delete ({TENSOR} i dt s nd last c)))
+      :ruleset load)
 (rule (({TENSOR} i dt s nd last c) (>= last 0)) ((set (dim ({FX} i) -1) last)) :ruleset load)
 (rule (({TENSOR} i dt s nd last c) (= c 1)) ((contiguous ({FX} i))) :ruleset load)
 """
-"""How the one loaded ``tensor`` row becomes the fact functions rules read."""
+"""How the one loaded ``tensor`` row becomes the fact functions rules read. The row is deleted once
+read (all rules of an iteration match before any acts): ``tensor`` is empty outside loading."""
 
 MAX_GENERIC_TENSOR_ARGS = 3
 ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})

@@ -5,7 +5,9 @@ term to type-check and compile, and its binding objects as much again; a program
 in time quadratic in its length, ``reference/egglog-notes.md``). Each FX node ``i`` with term
 ``(C a ..)`` is one tab-separated row ``i a ..`` of the relation ``in-C`` (a child term is its FX
 node index), read by egglog's ``input`` command; the loader rule of ``C`` (ruleset ``load``, run
-once) unions ``(Fx i)`` with ``(C (Fx j) ..)``. ``(Fx i)`` names node ``i``'s e-class while loading
+once) unions ``(Fx i)`` with ``(C (Fx j) ..)`` and deletes the row (as the fact rules delete the
+``tensor`` rows they read): the input relations are empty outside loading, and the ``clear`` ruleset,
+whose every rule costs egglog ~10 us a run even on an empty table, needs no rule for them. ``(Fx i)`` names node ``i``'s e-class while loading
 and is never extracted (``eqsat.ir``). Each value's facts are one row of ``tensor``, which rules of
 the same ruleset spread into the fact functions rules read. The schema (the fixed constructors
 plus one per catalog row) is declared once per :class:`Engine`; a rule, and a constructor's loader,
@@ -32,6 +34,7 @@ from eqsat.fx_in import Arg, Imported
 from eqsat.ir import FIXED_CONSTRUCTORS, FX, RULESET, TENSOR, schema
 from eqsat.kernels.catalog import Catalog
 from eqsat.saturate import SizeBound
+from eqsat.vocab.base import VocabIndex, Vocabulary
 from extract.egraph import TensorFacts
 from rewrites.reach import Reach
 from rewrites.rule import Rule
@@ -55,8 +58,8 @@ def loader(name: str, sorts: Sequence[str]) -> list[str]:
     kids = [f"({FX} {a})" if s == "T" else a for a, s in zip(args, sorts, strict=True)]
     relation = " ".join(["i64", *("i64" if s == "T" else s for s in sorts)])
     return [f"(relation in-{name} ({relation}))",
-            f"(rule ((in-{name} i {' '.join(args)})) ((union ({FX} i) ({name} {' '.join(kids)}))) "
-            f':ruleset load :name "load-{name}")']
+            f"(rule ((in-{name} i {' '.join(args)})) ((union ({FX} i) ({name} {' '.join(kids)})) "
+            f"(delete (in-{name} i {' '.join(args)}))) :ruleset load :name \"load-{name}\")"]
 
 
 def _field(v: object, sort: str) -> str:
@@ -127,13 +130,14 @@ class Engine:
         self.tables: set[str] = set()  # tables the clear ruleset empties
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
         self._ready: Imported | None = None  # the graph declare_for last prepared
+        self._vocab: VocabIndex | None = None  # see vocab_index
         self.egraph = eb.EGraph()
         program = [schema(self.constructors), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]  # schema: load
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         self._declare(program)
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
                                    for n, f in self.egraph.freeze().functions.items()
-                                   if n not in self.constructors and n != "dtype-ok"}))
+                                   if n not in self.constructors and n not in ("dtype-ok", TENSOR)}))
         self.files = _scratch()  # the input relations' rows
         weakref.finalize(self, shutil.rmtree, self.files, True)
         self._run_load = self.egraph.parse_program("(run load 1)")
@@ -168,6 +172,13 @@ class Engine:
         if left:
             raise RuntimeError(f"rows left in the engine after a graph: {left}")
 
+    def vocab_index(self, vocabularies: tuple[Vocabulary, ...]) -> VocabIndex:
+        """The index of ``vocabularies``, kept while the same tuple is asked for (a pass reuses its
+        engine and its options' vocabularies on every graph; building the index costs ~0.1 ms)."""
+        if self._vocab is None or self._vocab.vocabularies is not vocabularies:
+            self._vocab = VocabIndex(vocabularies)
+        return self._vocab
+
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
 
@@ -192,8 +203,7 @@ class Engine:
         if unknown:
             raise ValueError(f"terms of undeclared constructors: {unknown}")
         made = set(fresh).union(*(self._makes[r.name] for r in new))
-        filled = {c: (len(self.constructors[c]), False) for c in made}
-        filled |= {f"in-{op}": (len(self.constructors[op]) + 1, True) for op in fresh}
+        filled = {c: (len(self.constructors[c]), False) for c in made}  # the loaders empty in-C themselves
         self._declare([line for op in fresh for line in loader(op, self.constructors[op])]
                       + [r.egglog(RULESET) for r in new])
         self._declare(self._clear(filled))

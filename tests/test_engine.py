@@ -5,6 +5,7 @@ egglog would misread."""
 from __future__ import annotations
 
 import pytest
+from egglog import bindings as eb
 
 import eqsat
 from benchmarks.graphs import models
@@ -115,3 +116,31 @@ def test_a_graph_is_loaded_only_after_declare_for_prepared_it():
     engine = Engine(options.catalog, options.active_rules())
     with engine.scope(), pytest.raises(RuntimeError, match="declare_for"):
         engine.load(imported)
+
+
+def test_the_engine_keeps_the_vocabulary_index_of_the_same_vocabularies():
+    options = eqsat.Options()
+    engine = Engine(options.catalog, options.active_rules())
+    index = engine.vocab_index(options.vocabularies)
+    assert engine.vocab_index(options.vocabularies) is index
+    assert index.by_target == VocabIndex(options.vocabularies).by_target
+    fewer = options.vocabularies[:1]
+    assert engine.vocab_index(fewer).vocabularies is fewer
+
+
+def test_loading_leaves_every_fact_and_no_input_row():
+    """The loader and fact rules delete the rows they read; each rule still sees them (an iteration
+    matches every rule before any acts), so no fact is lost."""
+    options = eqsat.Options()
+    imported = import_graph(models.deepseek_v3(1), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    engine.declare_for(imported)
+    with engine.scope() as egraph:
+        engine.load(imported)
+        sizes = dict(egraph.run_program(eb.PrintSize(eb.RustSpan("test", 0, 0), None))[0].sizes)
+    facts = imported.facts.values()
+    assert sizes["dtype"] == sizes["shape"] == sizes["ndim"] == len(imported.facts)
+    assert sizes["dim"] == sum(1 for f in facts if f.shape and isinstance(f.shape[-1], int))
+    assert sizes["contiguous"] == sum(1 for f in facts if f.contiguous)
+    assert sizes["Fx"] == len(imported.terms)
+    assert not {name: n for name, n in sizes.items() if n and (name.startswith("in-") or name == "tensor")}

@@ -84,13 +84,17 @@ class Vocabulary:
     name: str
     spellings: tuple[Spelling, ...]
     by_constructor: dict[str, Spelling] = field(init=False, repr=False, compare=False)
+    by_qualname: dict[str, tuple[Spelling, ...]] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         first: dict[str, Spelling] = {}
+        named: dict[str, tuple[Spelling, ...]] = {}
         for s in self.spellings:
             if not s.functionalized:
                 first.setdefault(s.constructor, s)
+            named[s.qualname] = (*named.get(s.qualname, ()), s)
         object.__setattr__(self, "by_constructor", first)
+        object.__setattr__(self, "by_qualname", named)
 
     def __iter__(self) -> Iterator[Spelling]:
         return iter(self.spellings)
@@ -108,11 +112,11 @@ class VocabIndex:
     vocabularies: tuple[Vocabulary, ...]
     by_target: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # one per pass: each vocabulary keeps its own table by qualname
         table: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = {}
         for v in self.vocabularies:
-            for s in v:
-                table[s.qualname] = (*table.get(s.qualname, ()), (v, s))
+            for name, spellings in v.by_qualname.items():
+                table[name] = (*table.get(name, ()), *((v, s) for s in spellings))
         object.__setattr__(self, "by_target", table)
 
     def candidates(self, op: object) -> tuple[tuple[Vocabulary, Spelling], ...]:

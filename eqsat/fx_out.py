@@ -17,10 +17,12 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
@@ -55,7 +57,6 @@ class _Emitter:
         self.memo: dict[int, fx.Node] = {}
         self.result = EmitResult()
         fake_vals = [n.meta.get("val") for n in imported.nodes]
-        self.fake_mode = detect_fake_mode([v for v in fake_vals if isinstance(v, torch.Tensor)])
         # values equal in the e-graph have equal shapes and dtypes: a new node reuses the fake value
         # of an original node of its class (or, for a tuple, of the classes of its projections)
         self.class_val = {class_of_node[i]: v for i, v in enumerate(fake_vals)
@@ -66,6 +67,11 @@ class _Emitter:
         for n in egraph.nodes:
             if n.op == "Get":
                 self.projections.setdefault(n.children[0], {})[n.args[1]] = n.eclass
+
+    @cached_property
+    def fake_mode(self) -> FakeTensorMode | None:
+        """The graph's fake mode, looked up the first time a new node's value must be computed."""
+        return detect_fake_mode([v for n in self.im.nodes if isinstance(v := n.meta.get("val"), torch.Tensor)])
 
     # -- materialisation ---------------------------------------------------------------------
     def value(self, eclass: int, anchor: fx.Node) -> fx.Node:

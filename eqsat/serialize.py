@@ -39,14 +39,19 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
     """Freeze ``egraph``; ``terms`` are the loaded terms by FX node index (``Imported.terms``)."""
     functions = egraph.freeze().functions  # a fresh dict each time it is read (~35 us): read once
     ids: dict[object, int] = {}
+    refs: list[Ref] = []  # one Ref per e-class, shared by every e-node that reads it
 
     def cid(v: object) -> int:
         got = ids.get(v)
         if got is None:
             got = ids[v] = len(ids)
+            refs.append(Ref(got))
         return got
 
-    decode = {"i64": egraph.value_to_i64, "f64": egraph.value_to_f64,
+    def ref(v: object) -> Ref:
+        return refs[cid(v)]
+
+    decode = {"T": ref, "i64": egraph.value_to_i64, "f64": egraph.value_to_f64,
               "String": egraph.value_to_string, "bool": egraph.value_to_bool}
     nodes: list[ENode] = []
     class_of_node: dict[int, int] = {}
@@ -54,10 +59,11 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
         sorts = constructors.get(name)
         if sorts is None or fn.is_let_binding:
             continue
+        convert = [decode[s] for s in sorts]
         for row in fn.rows:
             if row.subsumed:
                 continue
-            args = tuple(Ref(cid(v)) if s == "T" else decode[s](v) for s, v in zip(sorts, row.inputs, strict=True))
+            args = tuple([f(v) for f, v in zip(convert, row.inputs, strict=True)])
             nodes.append(ENode(name, args, cid(row.output)))
 
     def table(name: str) -> dict[int, object]:
@@ -80,7 +86,7 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
     enode_of_node: dict[int, int] = {}
     for i in sorted(terms):  # FX order: children first
         op, targs = terms[i]
-        key = (op, tuple(Ref(class_of_node[a.node]) if isinstance(a, Arg) else a for a in targs))
+        key = (op, tuple([refs[class_of_node[a.node]] if isinstance(a, Arg) else a for a in targs]))
         if key not in index:
             raise RuntimeError(f"the term of FX node {i} ({op}) is not in the frozen e-graph")
         enode_of_node[i] = index[key]

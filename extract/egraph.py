@@ -54,7 +54,7 @@ class ENode:
     _hash: int = field(init=False, repr=False, compare=False)  # e-nodes key the cost and hash-cons tables
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "children", tuple(a.eclass for a in self.args if isinstance(a, Ref)))
+        object.__setattr__(self, "children", tuple([a.eclass for a in self.args if isinstance(a, Ref)]))
         object.__setattr__(self, "_hash", hash((self.op, self.args, self.eclass)))
 
     def __hash__(self) -> int:

@@ -201,7 +201,8 @@ def verdict(ok: bool) -> str:
 
 
 def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Sequence[int], command: str,
-           profiled: tuple[eqsat.Report, list[str]], default_budget: eqsat.Report, load: tuple[float, ...]) -> str:
+           profiled: tuple[eqsat.Report, list[str]], default_budget: eqsat.Report, load: tuple[float, ...],
+           fake_ms: dict[str, float]) -> str:
     layer, top, big = rows[0], scaling[-1], max(layers)
     a, b, r2 = fit(layers, [r.eq for r in scaling])
     pa, pb, pr2 = fit(layers, [r.pm for r in scaling])
@@ -301,12 +302,19 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"With the default budget (`Budgets()`, {eqsat.Budgets().seconds:g} s) the {big}-layer graph gives: "
         f"{default_budget.summary()}.", "",
         "## Notes", "",
-        "- Load was the largest stage (egglog compiling one rule of a `let` per term: 47% of the 61-layer run, "
-        "309 of 659 ms, at f0df88b). Terms now enter as rows egglog reads with `input` (eqsat.load), and an "
-        "engine declares a rule the first time a graph can fire it (rewrites.reach) and empties its tables "
-        "after each graph with delete rules instead of egglog push/pop, which cloned the whole e-graph "
-        "(1-3 ms a graph, growing with the process's age). Those changes took DeepSeek one layer from 17.3 "
-        "to about 9 ms and the 61-layer graph from 0.66 s to about 0.3 s (see the tables above).",
+        "- On the small graphs no stage dominates (the per-graph stage table). Part of the time is not eqsat's "
+        "code: torch computes each new node's fake value (its shape, with the token dim symbolic) by "
+        "dispatching the op under the graph's fake mode, "
+        + ", ".join(f"{v:.2f} ms for {k}" for k, v in fake_ms.items())
+        + " on the Qwen3-Next graph's values in this run (the baseline pays the same for the nodes it "
+        "writes; eqsat reuses an original node's value where the new node computes the same value and is no "
+        "view); and egglog charges for every row inserted, matched and deleted and for every call, which puts "
+        "load, saturate and emptying the tables at about 1 ms on the smallest graph.",
+        "- Load was the largest stage at f0df88b (egglog compiling one rule of a `let` per term: 47% of the "
+        "61-layer run). Terms now enter as rows egglog reads with `input` (eqsat.load), and an engine "
+        "declares a rule the first time a graph can fire it (rewrites.reach) and empties its tables after "
+        "each graph with delete rules instead of egglog push/pop, which cloned the whole e-graph (1-3 ms a "
+        "graph, growing with the process's age).",
         "- egglog keeps a little memory per graph for the life of an engine (~10 KB for a 40-node graph; "
         "`tests/test_engine.py` checks the tables are empty between graphs), so graphs timed late in this "
         "run may pay a little more than early ones.",

@@ -157,10 +157,10 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     with stage("extract"):
         cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
         selection = EXTRACTORS[options.extractor](eg, cost)
-        check(eg, selection)
+        reached = check(eg, selection)
         before = _before_selection(ser)
         report.predicted_before_us = dag_cost(eg, before, cost)
-        report.predicted_after_us = dag_cost(eg, selection, cost)
+        report.predicted_after_us = dag_cost(eg, selection, cost, reached)
     if dumper is not None:
         dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
     faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US

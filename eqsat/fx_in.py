@@ -179,7 +179,8 @@ def mutated_values(graph: fx.Graph, after_all: Sequence[fx.Node] = ()) -> set[fx
     return mutated
 
 
-def _opaque_reason(node: fx.Node, mutated: set[fx.Node]) -> str | None:
+def _opaque_reason(node: fx.Node, mutated: set[fx.Node], by_target: dict[object, str | None]) -> str | None:
+    """Why ``node`` stays opaque, or None; ``by_target`` memoises what depends on an op alone."""
     if node.op != "call_function":
         return f"{node.op} node"
     if node in mutated or any(a in mutated for a in node.all_input_nodes):
@@ -187,6 +188,15 @@ def _opaque_reason(node: fx.Node, mutated: set[fx.Node]) -> str | None:
     target = node.target
     if target is operator.getitem or target is AUTO_FUNCTIONALIZED:
         return None
+    if target not in by_target:
+        by_target[target] = _op_reason(node)
+    return by_target[target]
+
+
+def _op_reason(node: fx.Node) -> str | None:
+    """What makes an op opaque whatever its arguments (``Node.is_impure`` reads only the op of an
+    ``OpOverload``: its schema, tags and torch's side-effect registries)."""
+    target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return f"unknown callable {getattr(target, '__name__', target)!r}"
     if target._schema.is_mutable:
@@ -216,6 +226,7 @@ class _Importer:
     def run(self) -> Imported:
         self.out.epilogue = epilogue(self.graph)
         mutated = mutated_values(self.graph, self.out.epilogue)
+        op_reasons: dict[object, str | None] = {}
         for i, node in enumerate(self.nodes):
             if i % BUDGET_EVERY == 0:
                 self.check_budget()
@@ -224,7 +235,7 @@ class _Importer:
                 continue
             if node.op == "placeholder":
                 _val(node)
-            reason = _opaque_reason(node, mutated)
+            reason = _opaque_reason(node, mutated, op_reasons)
             term = None if reason else self._term(node)
             if term is ABSORBED:
                 self.out.absorbed.add(i)

@@ -55,14 +55,17 @@ def reachable(egraph: EGraph, selection: Selection) -> list[int]:
     return order
 
 
-def check(egraph: EGraph, selection: Selection) -> None:
-    """Raise :class:`ExtractionError` unless ``selection`` is a valid, acyclic extraction."""
+def check(egraph: EGraph, selection: Selection) -> list[int]:
+    """Raise :class:`ExtractionError` unless ``selection`` is a valid, acyclic extraction; return the
+    classes it reaches, children first (``reachable``)."""
     for cls, idx in selection.items():
         if egraph.nodes[idx].eclass != cls:
             raise ExtractionError(f"node {idx} chosen for e-class {cls} belongs to {egraph.nodes[idx].eclass}")
-    reachable(egraph, selection)
+    return reachable(egraph, selection)
 
 
-def dag_cost(egraph: EGraph, selection: Selection, cost: CostFn) -> float:
-    """Sum of the own costs of the e-nodes reached from the roots, each counted once."""
-    return sum(cost(egraph.nodes[selection[c]]) for c in reachable(egraph, selection))
+def dag_cost(egraph: EGraph, selection: Selection, cost: CostFn, reached: list[int] | None = None) -> float:
+    """Sum of the own costs of the e-nodes reached from the roots, each counted once (``reached``:
+    those classes, when the caller has them already)."""
+    classes = reachable(egraph, selection) if reached is None else reached
+    return sum(cost(egraph.nodes[selection[c]]) for c in classes)

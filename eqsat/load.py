@@ -2,24 +2,17 @@
 
 Terms enter as data, never as egglog actions (a rule of one ``let`` per term costs egglog ~15 us a
 term to type-check and compile, and its binding objects as much again; a program string is parsed
-in time quadratic in its length, ``reference/egglog-notes.md``). Each FX node ``i`` with term
-``(C a ..)`` is one tab-separated row ``i a ..`` of the relation ``in-C`` (a child term is its FX
-node index), read by egglog's ``input`` command; the loader rule of ``C`` (ruleset ``load``, run
-once) unions ``(Fx i)`` with ``(C (Fx j) ..)`` and deletes the row (as the fact rules delete the
-``tensor`` rows they read): the input relations are empty outside loading, and the ``clear`` ruleset,
-whose every rule costs egglog ~10 us a run even on an empty table, needs no rule for them. ``(Fx i)`` names node ``i``'s e-class while loading
-and is never extracted (``eqsat.ir``). Each value's facts are one row of ``tensor``, which rules of
-the same ruleset spread into the fact functions rules read. The schema (the fixed constructors
-plus one per catalog row) is declared once per :class:`Engine`; a rule, and a constructor's loader,
-once, the first time a graph needs it (``rewrites.reach``).
-
-Invariant: a row holds no tab or newline and no string with surrounding blanks (egglog trims
-fields), and its literals match the constructor's sorts; ``rows`` raises ``ValueError`` otherwise.
+in time quadratic in its length, ``reference/egglog-notes.md``). ``eqsat.load_rows`` says what the
+rows hold: each graph is one file of one shared relation (plus one per constructor too wide for it),
+read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds each node's term as
+``(Fx i)`` (``Fx`` names node ``i``'s e-class while loading and is never extracted, ``eqsat.ir``),
+sets its facts, and deletes the rows it read. The schema (the fixed constructors plus one per
+catalog row) is declared once per :class:`Engine`; a rule, and a constructor's loader, once, the
+first time a graph needs it (``rewrites.reach``).
 """
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import tempfile
@@ -30,12 +23,12 @@ from pathlib import Path
 
 from egglog import bindings as eb
 
-from eqsat.fx_in import Arg, Imported
-from eqsat.ir import FIXED_CONSTRUCTORS, FX, RULESET, TENSOR, schema
+from eqsat.fx_in import Imported
+from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, TENSOR, schema
 from eqsat.kernels.catalog import Catalog
+from eqsat.load_rows import SHARED, loader, rows, shared_schema
 from eqsat.saturate import SizeBound
 from eqsat.vocab.base import VocabIndex, Vocabulary
-from extract.egraph import TensorFacts
 from rewrites.reach import Reach
 from rewrites.rule import Rule
 
@@ -50,50 +43,6 @@ def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
             raise ValueError(f"catalog entry {spec.name!r} clashes with a built-in constructor")
         table[spec.name] = spec.egglog_sorts()
     return table
-
-
-def loader(name: str, sorts: Sequence[str]) -> list[str]:
-    """The input relation of constructor ``name`` and the rule that builds its terms from it."""
-    args = [f"a{k}" for k in range(len(sorts))]
-    kids = [f"({FX} {a})" if s == "T" else a for a, s in zip(args, sorts, strict=True)]
-    relation = " ".join(["i64", *("i64" if s == "T" else s for s in sorts)])
-    return [f"(relation in-{name} ({relation}))",
-            f"(rule ((in-{name} i {' '.join(args)})) ((union ({FX} i) ({name} {' '.join(kids)})) "
-            f"(delete (in-{name} i {' '.join(args)}))) :ruleset load :name \"load-{name}\")"]
-
-
-def _field(v: object, sort: str) -> str:
-    if sort == "T":
-        if not isinstance(v, Arg):
-            raise ValueError(f"a tensor argument must be another node's term, got {v!r}")
-        return str(v.node)
-    if sort == "i64" and isinstance(v, int) and not isinstance(v, bool):
-        return str(v)
-    if sort == "f64" and isinstance(v, (int, float)) and not isinstance(v, bool):
-        return repr(float(v)) if math.isfinite(v) else str(float(v))
-    if sort == "String" and isinstance(v, str) and v == v.strip() and not any(c in v for c in "\t\n\r"):
-        return v
-    raise ValueError(f"cannot load {type(v).__name__} {v!r} as egglog {sort}")
-
-
-def _tensor_row(i: int, f: TensorFacts) -> str:
-    last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1  # eqsat.ir: -1 is symbolic
-    shape = _field(",".join(str(d) for d in f.shape), "String")
-    return f"{i}\t{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
-
-
-def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
-    """Input relation -> its rows (tab-separated lines) for ``imported``'s terms and facts."""
-    out: dict[str, list[str]] = {}
-    for i, (op, args) in imported.terms.items():
-        sorts = constructors.get(op)
-        if sorts is None or len(sorts) != len(args):
-            raise ValueError(f"node {i}: {op} with {len(args)} argument(s) is not a declared constructor")
-        out.setdefault(f"in-{op}", []).append("\t".join([str(i), *map(_field, args, sorts)]))
-        facts = imported.facts.get(i)
-        if facts is not None:
-            out.setdefault(TENSOR, []).append(_tensor_row(i, facts))
-    return out
 
 
 def _scratch() -> Path:
@@ -132,12 +81,12 @@ class Engine:
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self._vocab: VocabIndex | None = None  # see vocab_index
         self.egraph = eb.EGraph()
-        program = [schema(self.constructors), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]  # schema: load
+        program = [schema(self.constructors), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         self._declare(program)
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
                                    for n, f in self.egraph.freeze().functions.items()
-                                   if n not in self.constructors and n not in ("dtype-ok", TENSOR)}))
+                                   if n not in self.constructors and n not in ("dtype-ok", TENSOR, SHARED)}))
         self.files = _scratch()  # the input relations' rows
         weakref.finalize(self, shutil.rmtree, self.files, True)
         self._run_load = self.egraph.parse_program("(run load 1)")
@@ -160,7 +109,7 @@ class Engine:
         return lines
 
     def size_bound(self, imported: Imported) -> SizeBound:
-        """At most 3 rows a loaded term (its row, ``Fx``, ``in-C``), 6 a value's facts (``tensor`` and
+        """At most 3 rows a loaded term (its row, ``Fx``, its input row), 6 a value's facts (a ``tensor`` row and
         the five it spreads into) and ``dtype-ok``'s; each match adds at most one row per application
         in the rule's actions."""
         return SizeBound(3 * len(imported.terms) + 6 * len(imported.facts) + self.fixed_rows, self.growth)

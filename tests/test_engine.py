@@ -9,9 +9,11 @@ from egglog import bindings as eb
 
 import eqsat
 from benchmarks.graphs import models
+from eqsat import load_rows
 from eqsat.capture import copy_graph
 from eqsat.fx_in import Arg, import_graph
-from eqsat.load import Engine, _field
+from eqsat.load import Engine
+from eqsat.load_rows import _field
 from eqsat.saturate import egraph_size, saturate
 from eqsat.vocab.base import VocabIndex
 from rewrites.reach import Reach
@@ -144,3 +146,20 @@ def test_loading_leaves_every_fact_and_no_input_row():
     assert sizes["contiguous"] == sum(1 for f in facts if f.contiguous)
     assert sizes["Fx"] == len(imported.terms)
     assert not {name: n for name, n in sizes.items() if n and (name.startswith("in-") or name == "tensor")}
+
+
+@pytest.mark.parametrize("name", ["layer", "deepseek_v3 MoE (1 layer)", "qwen3_next gated norm", "every rule"])
+def test_a_constructor_too_wide_for_the_shared_relation_loads_the_same(name, monkeypatch):
+    """Every constructor forced into a relation of its own (as one with more arguments than the shared
+    relation's slots is) gives the same e-graph and the same graph written back."""
+    options = eqsat.Options(numerics="rounding", strict=True)
+    ga, gb = _graphs()[name](), _graphs()[name]()
+    a = eqsat.optimize(ga, options)
+    monkeypatch.setattr(load_rows, "slots", lambda sorts: None)
+    engine = Engine(options.catalog, options.active_rules())
+    b = eqsat.optimize(gb, options, engine=engine)
+    own = [n for n in engine.egraph.freeze().functions if n.startswith("in-") and n != load_rows.SHARED]
+    assert len(own) == len({op for op, _ in import_graph(_graphs()[name](), options.catalog,
+                                                         VocabIndex(options.vocabularies)).terms.values()})
+    assert (a.rules_fired, a.kernels_chosen, a.egraph_nodes, a.predicted_after_us, ga.code) == \
+        (b.rules_fired, b.kernels_chosen, b.egraph_nodes, b.predicted_after_us, gb.code)

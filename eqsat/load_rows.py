@@ -1,0 +1,127 @@
+"""The rows egglog reads a graph from (``eqsat.load``): one row per imported term, with its facts.
+
+Most terms share one input relation, ``in-term``: a row holds the FX node index, the constructor name,
+the arguments in typed slots (``SLOTS`` per sort; a tensor argument is its FX node index; an unused
+slot holds its sort's filler) and the node's facts (``has`` 1, dtype, shape key, ndim, the last dim or
+-1 when symbolic, contiguous 0 or 1; ``has`` 0 and fillers for a value that is not a tensor). So a
+graph is one file and one ``input`` command whatever constructors it holds (egglog takes ~25-40 us to
+open and parse each file, writing one costs ~10-50 us). A constructor whose arguments do not fit the
+slots (a fused kernel with many operands, say) keeps a relation of its own, ``in-C`` (node index, then
+its arguments), and its facts go to a ``tensor`` row (``eqsat.ir``).
+
+Every rule that reads a row is in the ``load`` ruleset, run once: a constructor's loader unions
+``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), the fact rules set the fact functions of ``(Fx i)``,
+and one rule per relation deletes its rows (an iteration matches every rule before any acts, so the
+others still see them): input relations are empty outside loading.
+
+Invariant: a row holds no tab or newline and no string with surrounding blanks (egglog trims
+fields), and its literals match the constructor's sorts; ``rows`` raises ``ValueError`` otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+
+from eqsat.fx_in import Arg, Imported
+from eqsat.ir import FX, TENSOR
+from extract.egraph import TensorFacts
+
+SHARED = "in-term"
+SLOTS = {"T": 4, "i64": 3, "f64": 2, "String": 2}
+FILLER = {"T": "0", "i64": "0", "f64": "0.0", "String": "-"}
+_SLOT_SORT = {"T": "i64", "i64": "i64", "f64": "f64", "String": "String"}  # a tensor slot holds a node index
+_PREFIX = {"T": "t", "i64": "n", "f64": "f", "String": "s"}
+_VARS = ["i", "op", *(f"{_PREFIX[s]}{k}" for s, n in SLOTS.items() for k in range(n)), "has", "dt", "sh", "nd", "la", "c"]
+_FACT_FILLER = ["0", "-", "-", "0", "-1", "0"]
+
+
+def slots(sorts: Sequence[str]) -> list[int] | None:
+    """The shared relation's column of each argument of a constructor of ``sorts``, or None when
+    they do not fit its slots."""
+    used: Counter[str] = Counter()
+    columns = []
+    for s in sorts:
+        if used[s] >= SLOTS.get(s, 0):
+            return None
+        columns.append(_VARS.index(f"{_PREFIX[s]}{used[s]}"))
+        used[s] += 1
+    return columns
+
+
+def shared_schema() -> list[str]:
+    """The shared relation, the rules that spread its facts and the one that deletes its rows."""
+    sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)),
+             "i64", "String", "String", "i64", "i64", "i64"]
+    row = f"({SHARED} {' '.join(_VARS)})"
+    facts = row.removesuffix(" has dt sh nd la c)") + " 1 dt sh nd la c)"
+    return [f"(relation {SHARED} ({' '.join(sorts)}))",
+            f"(rule ({facts}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set (ndim ({FX} i)) nd)) "
+            ":ruleset load)",
+            f"(rule ({facts} (>= la 0)) ((set (dim ({FX} i) -1) la)) :ruleset load)",
+            f"(rule ({facts} (= c 1)) ((contiguous ({FX} i))) :ruleset load)",
+            f"(rule ({row}) ((delete {row})) :ruleset load)"]
+
+
+def loader(name: str, sorts: Sequence[str]) -> list[str]:
+    """The rule that builds constructor ``name``'s terms from their rows (and, when its arguments do
+    not fit the shared relation, that relation of its own)."""
+    columns = slots(sorts)
+    if columns is not None:
+        kids = [f"({FX} {_VARS[c]})" if s == "T" else _VARS[c] for c, s in zip(columns, sorts, strict=True)]
+        pattern = f"({SHARED} i \"{name}\" {' '.join(_VARS[2:])})"
+        return [f"(rule ({pattern}) ((union ({FX} i) ({name} {' '.join(kids)}))) "
+                f":ruleset load :name \"load-{name}\")"]
+    args = [f"a{k}" for k in range(len(sorts))]
+    kids = [f"({FX} {a})" if s == "T" else a for a, s in zip(args, sorts, strict=True)]
+    relation = " ".join(["i64", *("i64" if s == "T" else s for s in sorts)])
+    row = f"(in-{name} i {' '.join(args)})"
+    return [f"(relation in-{name} ({relation}))",
+            f"(rule ({row}) ((union ({FX} i) ({name} {' '.join(kids)})) (delete {row})) "
+            f":ruleset load :name \"load-{name}\")"]
+
+
+def _field(v: object, sort: str) -> str:
+    if sort == "T":
+        if not isinstance(v, Arg):
+            raise ValueError(f"a tensor argument must be another node's term, got {v!r}")
+        return str(v.node)
+    if sort == "i64" and isinstance(v, int) and not isinstance(v, bool):
+        return str(v)
+    if sort == "f64" and isinstance(v, (int, float)) and not isinstance(v, bool):
+        return repr(float(v)) if math.isfinite(v) else str(float(v))
+    if sort == "String" and isinstance(v, str) and v == v.strip() and not any(c in v for c in "\t\n\r"):
+        return v
+    raise ValueError(f"cannot load {type(v).__name__} {v!r} as egglog {sort}")
+
+
+def _facts(f: TensorFacts) -> list[str]:
+    """has, dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous."""
+    last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1
+    shape = _field(",".join(str(d) for d in f.shape), "String")
+    return ["1", _field(f.dtype, "String"), shape, str(len(f.shape)), str(last), str(int(f.contiguous))]
+
+
+def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
+    """Input relation -> its rows (tab-separated lines) for ``imported``'s terms and facts."""
+    out: dict[str, list[str]] = {}
+    layout: dict[str, list[int] | None] = {}
+    for i, (op, args) in imported.terms.items():
+        sorts = constructors.get(op)
+        if sorts is None or len(sorts) != len(args):
+            raise ValueError(f"node {i}: {op} with {len(args)} argument(s) is not a declared constructor")
+        if op not in layout:
+            layout[op] = slots(sorts)
+        columns, facts = layout[op], imported.facts.get(i)
+        fields = list(map(_field, args, sorts))
+        if columns is None:
+            out.setdefault(f"in-{op}", []).append("\t".join([str(i), *fields]))
+            if facts is not None:
+                out.setdefault(TENSOR, []).append("\t".join([str(i), *_facts(facts)[1:]]))
+            continue
+        row = [str(i), op, *(FILLER[s] for s, n in SLOTS.items() for _ in range(n))]
+        for c, text in zip(columns, fields, strict=True):
+            row[c] = text
+        out.setdefault(SHARED, []).append("\t".join(row + (_facts(facts) if facts is not None else _FACT_FILLER)))
+    return out

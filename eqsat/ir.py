@@ -15,10 +15,12 @@ Fixed constructors:
 Facts, from ``node.meta["val"]`` for every tensor value: ``(dtype t)`` dtype name, ``(shape t)``
 shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it is concrete (the only dim a rule reads;
 other dims are compared through the shape key), and the relation ``(contiguous t)``. The loader
-states them in one row of the input relation ``(tensor i dtype shape ndim last contiguous)`` for
-FX node ``i`` (``last`` is -1 when symbolic, ``contiguous`` 0 or 1), and rules of the ``load``
-ruleset (``FACT_RULES``, run once with the loader rules) spread it into those functions of
-``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``); ``Fx`` is no op: no rule reads it and it is never extracted.
+states them in one input row per FX node ``i`` (dtype, shape key, ndim, the last dim or -1 when
+symbolic, contiguous 0 or 1): in the row of its term (``eqsat.load_rows``), or, for a constructor
+too wide for that shared relation, in a row of ``(tensor i dtype shape ndim last contiguous)``; rules
+of the ``load`` ruleset (``FACT_RULES`` for ``tensor``) spread it into those functions of ``(Fx i)``,
+the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx`` is no op: no rule reads it and
+it is never extracted.
 ``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
 

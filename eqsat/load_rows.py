@@ -34,7 +34,8 @@ FILLER = {"T": "0", "i64": "0", "f64": "0.0", "String": "-"}
 _SLOT_SORT = {"T": "i64", "i64": "i64", "f64": "f64", "String": "String"}  # a tensor slot holds a node index
 _PREFIX = {"T": "t", "i64": "n", "f64": "f", "String": "s"}
 _VARS = ["i", "op", *(f"{_PREFIX[s]}{k}" for s, n in SLOTS.items() for k in range(n)), "has", "dt", "sh", "nd", "la", "c"]
-_FACT_FILLER = ["0", "-", "-", "0", "-1", "0"]
+_FACT_FILLER = "\t".join(["0", "-", "-", "0", "-1", "0"])
+_SLOT_FILLERS = [FILLER[s] for s, n in SLOTS.items() for _ in range(n)]
 
 
 def slots(sorts: Sequence[str]) -> list[int] | None:
@@ -91,37 +92,47 @@ def _field(v: object, sort: str) -> str:
         return str(v)
     if sort == "f64" and isinstance(v, (int, float)) and not isinstance(v, bool):
         return repr(float(v)) if math.isfinite(v) else str(float(v))
-    if sort == "String" and isinstance(v, str) and v == v.strip() and not any(c in v for c in "\t\n\r"):
+    if sort == "String" and isinstance(v, str) and v == v.strip() and "\t" not in v and "\n" not in v \
+            and "\r" not in v:
         return v
     raise ValueError(f"cannot load {type(v).__name__} {v!r} as egglog {sort}")
 
 
-def _facts(f: TensorFacts) -> list[str]:
-    """has, dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous."""
+def _facts(f: TensorFacts) -> str:
+    """has, dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous: tab-separated."""
     last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1
-    shape = _field(",".join(str(d) for d in f.shape), "String")
-    return ["1", _field(f.dtype, "String"), shape, str(len(f.shape)), str(last), str(int(f.contiguous))]
+    shape = _field(",".join(map(str, f.shape)), "String")
+    return f"1\t{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
 
 
 def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
     """Input relation -> its rows (tab-separated lines) for ``imported``'s terms and facts."""
     out: dict[str, list[str]] = {}
-    layout: dict[str, list[int] | None] = {}
+    shared: list[str] = []
+    layout: dict[str, tuple[tuple[str, ...], list[int] | None]] = {}
+    facts_text: dict[TensorFacts, str] = {}  # values of one shape share their facts' text
     for i, (op, args) in imported.terms.items():
-        sorts = constructors.get(op)
-        if sorts is None or len(sorts) != len(args):
+        got = layout.get(op)
+        if got is None:
+            sorts = constructors.get(op, ())
+            got = layout[op] = (sorts, slots(sorts) if op in constructors else None)
+        sorts, columns = got
+        if op not in constructors or len(args) != len(sorts):
             raise ValueError(f"node {i}: {op} with {len(args)} argument(s) is not a declared constructor")
-        if op not in layout:
-            layout[op] = slots(sorts)
-        columns, facts = layout[op], imported.facts.get(i)
-        fields = list(map(_field, args, sorts))
+        fields = [_field(a, s) for a, s in zip(args, sorts, strict=True)]
+        facts = imported.facts.get(i)
+        if facts is not None and facts not in facts_text:
+            facts_text[facts] = _facts(facts)
         if columns is None:
             out.setdefault(f"in-{op}", []).append("\t".join([str(i), *fields]))
             if facts is not None:
-                out.setdefault(TENSOR, []).append("\t".join([str(i), *_facts(facts)[1:]]))
+                out.setdefault(TENSOR, []).append(f"{i}\t{facts_text[facts][2:]}")
             continue
-        row = [str(i), op, *(FILLER[s] for s, n in SLOTS.items() for _ in range(n))]
+        row = [str(i), op, *_SLOT_FILLERS]
         for c, text in zip(columns, fields, strict=True):
             row[c] = text
-        out.setdefault(SHARED, []).append("\t".join(row + (_facts(facts) if facts is not None else _FACT_FILLER)))
+        row.append(facts_text[facts] if facts is not None else _FACT_FILLER)
+        shared.append("\t".join(row))
+    if shared:
+        out[SHARED] = shared
     return out

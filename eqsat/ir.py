@@ -16,10 +16,8 @@ Facts, from ``node.meta["val"]`` for every tensor value: ``(dtype t)`` dtype nam
 shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it is concrete (the only dim a rule reads;
 other dims are compared through the shape key), and the relation ``(contiguous t)``. The loader
 states them in one input row per FX node ``i`` (dtype, shape key, ndim, the last dim or -1 when
-symbolic, contiguous 0 or 1): in the row of its term (``eqsat.load_rows``), or, for a constructor
-too wide for that shared relation, in a row of ``(tensor i dtype shape ndim last contiguous)``; rules
-of the ``load`` ruleset (``FACT_RULES`` for ``tensor``) spread it into those functions of ``(Fx i)``,
-the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx`` is no op: no rule reads it and
+symbolic, contiguous 0 or 1; ``eqsat.load_rows``), and rules of the ``load`` ruleset spread it into
+those functions of ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx`` is no op: no rule reads it and
 it is never extracted.
 ``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
@@ -43,7 +41,6 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 
 RULESET = "main"  # the ruleset every rewrite rule runs in
 FX = "Fx"
-TENSOR = "tensor"
 FACT_FUNCTIONS = f"""
 (constructor {FX} (i64) T :unextractable)
 (function dtype (T) String :merge old)
@@ -51,20 +48,9 @@ FACT_FUNCTIONS = f"""
 (function ndim (T) i64 :merge old)
 (function dim (T i64) i64 :merge old)
 (relation contiguous (T))
-(relation {TENSOR} (i64 String String i64 i64 i64))
 (relation dtype-ok (String String))
-"""
-
-FACT_RULES = f"""
 (ruleset load)
-(rule (({TENSOR} i dt s nd last c))
-      ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) s) (set (ndim ({FX} i)) nd) (delete ({TENSOR} i dt s nd last c)))
-      :ruleset load)
-(rule (({TENSOR} i dt s nd last c) (>= last 0)) ((set (dim ({FX} i) -1) last)) :ruleset load)
-(rule (({TENSOR} i dt s nd last c) (= c 1)) ((contiguous ({FX} i))) :ruleset load)
 """
-"""How the one loaded ``tensor`` row becomes the fact functions rules read. The row is deleted once
-read (all rules of an iteration match before any acts): ``tensor`` is empty outside loading."""
 
 MAX_GENERIC_TENSOR_ARGS = 3
 ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})
@@ -75,7 +61,7 @@ def schema(constructors: dict[str, tuple[str, ...]]) -> str:
     lines = ["(datatype T)"]
     for name, sorts in constructors.items():
         lines.append(f"(constructor {name} ({' '.join(sorts)}) T)")
-    return "\n".join(lines) + FACT_FUNCTIONS + FACT_RULES
+    return "\n".join(lines) + FACT_FUNCTIONS
 
 
 def dtype_name(dtype: torch.dtype) -> str:

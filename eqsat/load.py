@@ -23,10 +23,11 @@ from pathlib import Path
 
 from egglog import bindings as eb
 
+from eqsat import load_rows
 from eqsat.fx_in import Imported
-from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, TENSOR, schema
+from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, schema
 from eqsat.kernels.catalog import Catalog
-from eqsat.load_rows import SHARED, loader, rows, shared_schema
+from eqsat.load_rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.saturate import SizeBound
 from eqsat.vocab.base import VocabIndex, Vocabulary
 from rewrites.reach import Reach
@@ -75,7 +76,7 @@ class Engine:
         self._makes = dict(zip((r.name for r in self.rules), self.reach.makes, strict=True))
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
         self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok
-        self.declared: set[str] = set()  # rule names and loaders ("load-C")
+        self.declared: set[str] = set()  # rule names, loaders ("load-C"), TENSOR once a wide loader is
         self.tables: set[str] = set()  # tables the clear ruleset empties
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
         self._ready: Imported | None = None  # the graph declare_for last prepared
@@ -86,7 +87,7 @@ class Engine:
         self._declare(program)
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
                                    for n, f in self.egraph.freeze().functions.items()
-                                   if n not in self.constructors and n not in ("dtype-ok", TENSOR, SHARED)}))
+                                   if n not in self.constructors and n not in ("dtype-ok", SHARED)}))
         self.files = _scratch()  # the input relations' rows
         weakref.finalize(self, shutil.rmtree, self.files, True)
         self._run_load = self.egraph.parse_program("(run load 1)")
@@ -153,8 +154,11 @@ class Engine:
             raise ValueError(f"terms of undeclared constructors: {unknown}")
         made = set(fresh).union(*(self._makes[r.name] for r in new))
         filled = {c: (len(self.constructors[c]), False) for c in made}  # the loaders empty in-C themselves
-        self._declare([line for op in fresh for line in loader(op, self.constructors[op])]
-                      + [r.egglog(RULESET) for r in new])
+        program = [line for op in fresh for line in load_rows.loader(op, self.constructors[op])]
+        if TENSOR not in self.declared and any(load_rows.slots(self.constructors[op]) is None for op in fresh):
+            program = [*tensor_schema(), *program]  # a wide constructor's facts come in rows of their own
+            self.declared.add(TENSOR)
+        self._declare(program + [r.egglog(RULESET) for r in new])
         self._declare(self._clear(filled))
         self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh)])
 

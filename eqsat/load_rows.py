@@ -25,10 +25,11 @@ from collections import Counter
 from collections.abc import Sequence
 
 from eqsat.fx_in import Arg, Imported
-from eqsat.ir import FX, TENSOR
+from eqsat.ir import FX
 from extract.egraph import TensorFacts
 
 SHARED = "in-term"
+TENSOR = "tensor"  # the facts of a wide constructor's term: i, dtype, shape key, ndim, last dim, contiguous
 SLOTS = {"T": 4, "i64": 3, "f64": 2, "String": 2}
 FILLER = {"T": "0", "i64": "0", "f64": "0.0", "String": "-"}
 _SLOT_SORT = {"T": "i64", "i64": "i64", "f64": "f64", "String": "String"}  # a tensor slot holds a node index
@@ -51,18 +52,31 @@ def slots(sorts: Sequence[str]) -> list[int] | None:
     return columns
 
 
+def _fact_rules(row: str) -> list[str]:
+    """The rules that set node ``i``'s facts from an input ``row`` binding ``i dt sh nd la c``."""
+    return [f"(rule ({row}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set (ndim ({FX} i)) nd)) "
+            ":ruleset load)",
+            f"(rule ({row} (>= la 0)) ((set (dim ({FX} i) -1) la)) :ruleset load)",
+            f"(rule ({row} (= c 1)) ((contiguous ({FX} i))) :ruleset load)"]
+
+
+def _deleted(row: str) -> str:
+    return f"(rule ({row}) ((delete {row})) :ruleset load)"
+
+
 def shared_schema() -> list[str]:
     """The shared relation, the rules that spread its facts and the one that deletes its rows."""
     sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)),
              "i64", "String", "String", "i64", "i64", "i64"]
     row = f"({SHARED} {' '.join(_VARS)})"
-    facts = row.removesuffix(" has dt sh nd la c)") + " 1 dt sh nd la c)"
     return [f"(relation {SHARED} ({' '.join(sorts)}))",
-            f"(rule ({facts}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set (ndim ({FX} i)) nd)) "
-            ":ruleset load)",
-            f"(rule ({facts} (>= la 0)) ((set (dim ({FX} i) -1) la)) :ruleset load)",
-            f"(rule ({facts} (= c 1)) ((contiguous ({FX} i))) :ruleset load)",
-            f"(rule ({row}) ((delete {row})) :ruleset load)"]
+            *_fact_rules(row.removesuffix(" has dt sh nd la c)") + " 1 dt sh nd la c)"), _deleted(row)]
+
+
+def tensor_schema() -> list[str]:
+    """The relation of wide constructors' facts and its rules: declared with the first wide loader."""
+    row = f"({TENSOR} i dt sh nd la c)"
+    return [f"(relation {TENSOR} (i64 String String i64 i64 i64))", *_fact_rules(row), _deleted(row)]
 
 
 def loader(name: str, sorts: Sequence[str]) -> list[str]:

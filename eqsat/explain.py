@@ -100,6 +100,7 @@ class _Analysis:
         self.im = fx_in.import_graph(graph_module, options.catalog, vocab)
         self.catalog = options.catalog
         engine = load.Engine(options.catalog, options.active_rules())
+        engine.declare_constructors(engine.constructors)  # the diagnostic rules name every fused row's terms
         engine.egraph.run_program(*engine.egraph.parse_program(diagnostic_rules(options.catalog)))
         engine.declare_for(self.im)
         with engine.scope() as egraph:

@@ -56,12 +56,15 @@ MAX_GENERIC_TENSOR_ARGS = 3
 ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})
 
 
-def schema(constructors: dict[str, tuple[str, ...]]) -> str:
-    """egglog declarations for sort T with the given constructors, plus the fact functions."""
-    lines = ["(datatype T)"]
-    for name, sorts in constructors.items():
-        lines.append(f"(constructor {name} ({' '.join(sorts)}) T)")
-    return "\n".join(lines) + FACT_FUNCTIONS
+def schema() -> str:
+    """egglog declarations for sort T and the fact functions; constructors come one by one
+    (``constructor``), as graphs and rules need them."""
+    return "(datatype T)" + FACT_FUNCTIONS
+
+
+def constructor(name: str, sorts: Sequence[str]) -> str:
+    """The egglog declaration of constructor ``name`` of sort T with argument ``sorts``."""
+    return f"(constructor {name} ({' '.join(sorts)}) T)"
 
 
 def dtype_name(dtype: torch.dtype) -> str:

@@ -6,9 +6,9 @@ in time quadratic in its length, ``reference/egglog-notes.md``). ``eqsat.load_ro
 rows hold: each graph is one file of one shared relation (plus one per constructor too wide for it),
 read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds each node's term as
 ``(Fx i)`` (``Fx`` names node ``i``'s e-class while loading and is never extracted, ``eqsat.ir``),
-sets its facts, and deletes the rows it read. The schema (the fixed constructors plus one per
-catalog row) is declared once per :class:`Engine`; a rule, and a constructor's loader, once, the
-first time a graph needs it (``rewrites.reach``).
+sets its facts, and deletes the rows it read. The schema (sort ``T``, the fact functions, the shared
+relation) is declared once per :class:`Engine`; a rule, a constructor and a constructor's loader
+once, the first time a graph needs it (``rewrites.reach``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from egglog import bindings as eb
 
 from eqsat import load_rows
 from eqsat.fx_in import Imported
-from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, schema
+from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, constructor, schema
 from eqsat.kernels.catalog import Catalog
 from eqsat.load_rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.saturate import SizeBound
@@ -74,15 +74,18 @@ class Engine:
         self.catalog, self.rules = catalog, tuple(rules)
         self.reach = Reach.of(self.rules, self.constructors)
         self._makes = dict(zip((r.name for r in self.rules), self.reach.makes, strict=True))
+        self._mentions = {r.name: needs | makes for r, needs, makes in zip(self.rules, self.reach.needs,
+                                                                            self.reach.makes, strict=True)}
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
         self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok
         self.declared: set[str] = set()  # rule names, loaders ("load-C"), TENSOR once a wide loader is
+        self.known: set[str] = set()  # constructors declared: those a loaded graph or a declared rule names
         self.tables: set[str] = set()  # tables the clear ruleset empties
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self._vocab: VocabIndex | None = None  # see vocab_index
         self.egraph = eb.EGraph()
-        program = [schema(self.constructors), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
+        program = [schema(), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         self._declare(program)
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
@@ -154,13 +157,28 @@ class Engine:
             raise ValueError(f"terms of undeclared constructors: {unknown}")
         made = set(fresh).union(*(self._makes[r.name] for r in new))
         filled = {c: (len(self.constructors[c]), False) for c in made}  # the loaders empty in-C themselves
-        program = [line for op in fresh for line in load_rows.loader(op, self.constructors[op])]
+        named = set(fresh).union(*(self._mentions[r.name] for r in new))
+        kinds = sorted(named - self.known)  # ~75 us each: declaring all ~60 up front cost every engine ~4 ms
+        program = [constructor(c, self.constructors[c]) for c in kinds]
+        program += [line for op in fresh for line in load_rows.loader(op, self.constructors[op])]
         if TENSOR not in self.declared and any(load_rows.slots(self.constructors[op]) is None for op in fresh):
             program = [*tensor_schema(), *program]  # a wide constructor's facts come in rows of their own
             self.declared.add(TENSOR)
         self._declare(program + [r.egglog(RULESET) for r in new])
         self._declare(self._clear(filled))
         self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh)])
+        self.known.update(kinds)
+
+    def declare_constructors(self, names: Iterable[str]) -> None:
+        """Declare constructors ``names`` (for egglog text outside the engine's rules that names them,
+        e.g. ``eqsat.explain``'s diagnostic rules); no rows can appear in them but through
+        ``declare``'s loaders and rules, so they need no delete rule."""
+        kinds = sorted(set(names) - self.known)
+        unknown = [c for c in kinds if c not in self.constructors]
+        if unknown:
+            raise ValueError(f"not constructors of this engine: {unknown}")
+        self._declare([constructor(c, self.constructors[c]) for c in kinds])
+        self.known.update(kinds)
 
     def declare_for(self, imported: Imported) -> tuple[Rule, ...]:
         """Declare what ``imported`` needs before it is loaded: the rules it can fire, its

@@ -163,3 +163,19 @@ def test_a_constructor_too_wide_for_the_shared_relation_loads_the_same(name, mon
                                                          VocabIndex(options.vocabularies)).terms.values()})
     assert (a.rules_fired, a.kernels_chosen, a.egraph_nodes, a.predicted_after_us, ga.code) == \
         (b.rules_fired, b.kernels_chosen, b.egraph_nodes, b.predicted_after_us, gb.code)
+
+
+def test_an_engine_declares_only_the_constructors_its_graphs_and_rules_name():
+    options = eqsat.Options()
+    imported = import_graph(models.gpt_oss_router_pad(), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    assert not engine.known
+    rules = engine.declare_for(imported)
+    named = {op for op, _ in imported.terms.values()}.union(*(engine.reach.needs[engine.rules.index(r)]
+                                                             | engine.reach.makes[engine.rules.index(r)]
+                                                             for r in rules))
+    assert engine.known == named and len(named) < len(engine.constructors) / 2
+    declared = set(engine.egraph.freeze().functions)
+    assert named <= declared and not (set(engine.constructors) - named) & declared
+    with pytest.raises(ValueError, match="not constructors"):
+        engine.declare_constructors(["NoSuchOp"])

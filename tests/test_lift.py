@@ -209,6 +209,7 @@ def _plan(rule_name: str, imported) -> str:
     engine = Engine(eqsat.DEFAULT_CATALOG, rules)
     egraph = engine.egraph
     engine.declare_for(imported)
+    engine.declare_constructors(engine.constructors)  # the rule below may name any of them
     egraph.run_program(*egraph.parse_program("(ruleset one)\n" + next(r for r in rules if r.name == rule_name).egglog("one")))
     engine.load(imported)
     egraph.run_program(*egraph.parse_program(f"(run {RULESET} 4)"))

@@ -301,3 +301,14 @@ def test_replacements_compute_what_they_replace(case):
     for a, b in zip(want, got, strict=True):
         a, b = a.float(), b.float()
         assert (a - b).norm() <= 0.1 * a.norm() + 1e-6, case
+
+
+def test_the_paired_ab_compares_two_checkouts_side_by_side(capsys):
+    from pathlib import Path
+
+    from benchmarks import paired_ab
+    here = str(Path(paired_ab.__file__).resolve().parent.parent)
+    assert paired_ab.main([here, here, "--rounds", "4", "--graph", "gpt-oss router + pad"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    old, new = (float(x) for x in row.split()[4:6])
+    assert row.startswith("gpt-oss router + pad") and old > 0 and new > 0 and "ms (" in row

@@ -1,0 +1,96 @@
+"""Paired A/B of eqsat's pass time between two checkouts, side by side in one run.
+
+    python -m benchmarks.paired_ab OLD_CHECKOUT [NEW_CHECKOUT] [--rounds N] [--one-off] [--graph NAME]
+
+On a shared VM the machine's speed drifts by up to 2x over minutes, so two benchmark runs made one
+after the other cannot show a 5% change. Here two worker processes, one per checkout (each imports
+its own ``eqsat``), stay alive side by side; the driver asks them in turn, alternating which goes
+first, to time one ``eqsat.optimize`` of a fresh copy of each graph of ``benchmarks.graphs.models``
+(a warm engine per graph, as ``benchmarks.pass_time`` runs it), or with ``--one-off`` one fresh
+engine declaring what the graph can fire. A slow spell then hits both alike: the median of the
+paired differences is the change. Make OLD_CHECKOUT with ``git worktree add /tmp/old <commit>``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+WORKER = """
+import sys, time
+import eqsat
+from benchmarks.graphs import models
+from benchmarks.pass_time import OPTIONS, Bench, _declared
+from eqsat.capture import copy_graph
+from eqsat.fx_in import import_graph
+from eqsat.vocab.base import VocabIndex
+one_off = sys.argv[1] == "one-off"
+models.register_ops()
+ready = {}
+for line in sys.stdin:
+    name = line.strip()
+    if name not in ready:
+        gm = models.GRAPHS[name]()
+        if one_off:
+            ready[name] = (gm, import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies)))
+        else:
+            engine = Bench.engine_for(gm)
+            for _ in range(3):
+                eqsat.optimize(copy_graph(gm), OPTIONS, engine=engine, recompile=False)
+            ready[name] = (gm, engine)
+    gm, prepared = ready[name]
+    g = copy_graph(gm)
+    start = time.perf_counter()
+    _declared(prepared) if one_off else eqsat.optimize(g, OPTIONS, engine=prepared, recompile=False)
+    print((time.perf_counter() - start) * 1e3, flush=True)
+"""
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("old", type=Path)
+    parser.add_argument("new", type=Path, nargs="?", default=Path(__file__).resolve().parent.parent)
+    parser.add_argument("--rounds", type=int, default=60)
+    parser.add_argument("--one-off", action="store_true", help="time a fresh engine's declarations instead")
+    parser.add_argument("--graph", action="append", help="only this graph of benchmarks.graphs.models (repeatable)")
+    args = parser.parse_args(argv)
+    from benchmarks.graphs import models
+
+    workers = {}
+    for label, root in (("old", args.old.resolve()), ("new", args.new.resolve())):
+        workers[label] = subprocess.Popen(
+            [sys.executable, "-c", WORKER, "one-off" if args.one_off else "pass"], cwd=root,
+            env={**os.environ, "PYTHONPATH": str(root)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL, text=True)
+    print(f"{'graph':28s} {'old ms':>8s} {'new ms':>8s}  paired old - new")
+    try:
+        for name in args.graph or models.GRAPHS:
+            times: dict[str, list[float]] = {"old": [], "new": []}
+            for k in range(args.rounds):
+                for label in ("old", "new") if k % 2 else ("new", "old"):
+                    worker = workers[label]
+                    assert worker.stdin is not None and worker.stdout is not None
+                    worker.stdin.write(name + "\n")
+                    worker.stdin.flush()
+                    reply = worker.stdout.readline()
+                    if not reply:
+                        raise RuntimeError(f"the {label} worker died on {name!r} (run it by hand to see why)")
+                    times[label].append(float(reply))
+            old, new = times["old"][2:], times["new"][2:]  # the first rounds warm caches up
+            diff = statistics.median(a - b for a, b in zip(old, new, strict=True))
+            print(f"{name:28s} {statistics.median(old):8.2f} {statistics.median(new):8.2f}  "
+                  f"{diff:+.2f} ms ({diff / statistics.median(old):+.0%})", flush=True)
+    finally:
+        for worker in workers.values():
+            if worker.stdin is not None:
+                worker.stdin.close()
+            worker.wait()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -33,6 +33,14 @@ class Timing:
     cold_ms: list[float] = field(default_factory=list)  # wall, right after a full gc.collect()
     kept_ms: float = 0.0  # wall of the median warm run, whose result (report) is kept
 
+    @property
+    def warm(self) -> float:
+        return statistics.median(self.wall_ms)
+
+    @property
+    def cold(self) -> float:
+        return statistics.median(self.cold_ms)
+
 
 @dataclass
 class Row:
@@ -51,19 +59,11 @@ class Row:
 
     @property
     def eq(self) -> float:
-        return statistics.median(self.eq_t.wall_ms)
+        return self.eq_t.warm
 
     @property
     def pm(self) -> float:
-        return statistics.median(self.pm_t.wall_ms)
-
-    @property
-    def eq_cold(self) -> float:
-        return statistics.median(self.eq_t.cold_ms)
-
-    @property
-    def pm_cold(self) -> float:
-        return statistics.median(self.pm_t.cold_ms)
+        return self.pm_t.warm
 
 
 def _kernels(c: Counter[str]) -> str:
@@ -100,8 +100,8 @@ def graph_table(rows: Sequence[Row], bench: Bench) -> list[str]:
         lines.append(
             f"| {r.name} | {r.nodes} | {len(fused(r.eq_sites))} / {len(fused(r.pm_sites))} / {len(r.eq_sites)} "
             f"| {_eqsat_kernels(r.report)} | {r.pm_replacements}: {_kernels(r.pm_kernels)} "
-            f"| {r.eq:.1f} ({r.eq_cold:.1f}) | {r.pm:.1f} ({r.pm_cold:.1f}) "
-            f"| {r.pm / r.eq:.2f}x ({r.pm_cold / r.eq_cold:.2f}x) "
+            f"| {r.eq:.1f} ({r.eq_t.cold:.1f}) | {r.pm:.1f} ({r.pm_t.cold:.1f}) "
+            f"| {r.pm / r.eq:.2f}x ({r.pm_t.cold / r.eq_t.cold:.2f}x) "
             f"| {r.declare_ms:.1f} ({r.report.rules_reachable}) | {r.register_ms:.0f} | {incl:.2f}x "
             f"| {r.report.egraph_nodes} / {r.report.egraph_classes} "
             f"| {r.report.predicted_before_us:.1f} → {r.report.predicted_after_us:.1f} |")
@@ -216,8 +216,8 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
     fusing = [r for r in rows if r.pm_replacements]  # any fusion, norm + pad included
     slowest = min(fusing, key=lambda r: r.pm / r.eq)
     speedup = slowest.pm / slowest.eq
-    slowest_cold = min(fusing, key=lambda r: r.pm_cold / r.eq_cold)
-    speedup_cold = slowest_cold.pm_cold / slowest_cold.eq_cold
+    slowest_cold = min(fusing, key=lambda r: r.pm_t.cold / r.eq_t.cold)
+    speedup_cold = slowest_cold.pm_t.cold / slowest_cold.eq_t.cold
     incl = min((r.register_ms + r.pm) / (r.declare_ms + r.eq) for r in fusing)
     incl_all = min((r.register_ms + r.pm) / (bench.declare_all_ms + r.eq) for r in fusing)
     stages = list(top.report.stage_ms)
@@ -285,8 +285,8 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "| L | FX nodes | build ms | eqsat ms: warm (cold) | CPU ms | ms / layer | baseline ms: warm (cold) "
         "| speedup: warm (cold) | eqsat fusions | baseline fusions | e-graph nodes |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
-        *(f"| {n} | {r.nodes} | {r.build_ms:.0f} | {r.eq:.1f} ({r.eq_cold:.1f}) | {_cpu(r.eq_t)} "
-          f"| {r.eq / n:.1f} | {r.pm:.1f} ({r.pm_cold:.1f}) | {r.pm / r.eq:.2f}x ({r.pm_cold / r.eq_cold:.2f}x) "
+        *(f"| {n} | {r.nodes} | {r.build_ms:.0f} | {r.eq:.1f} ({r.eq_t.cold:.1f}) | {_cpu(r.eq_t)} "
+          f"| {r.eq / n:.1f} | {r.pm:.1f} ({r.pm_t.cold:.1f}) | {r.pm / r.eq:.2f}x ({r.pm_t.cold / r.eq_t.cold:.2f}x) "
           f"| {len(fused(r.eq_sites))} | {len(fused(r.pm_sites))} | {r.report.egraph_nodes} |"
           for n, r in zip(layers, scaling, strict=True)), "",
         f"Least squares: eqsat {b:.1f} ms/layer {a:+.1f} ms (R² {r2:.4f}), on the medians of a separate run "

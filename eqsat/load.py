@@ -63,7 +63,7 @@ class Engine:
     (``rewrites.reach``: its query's constructors are in the graph or made by rules that can fire)
     and stays declared. Loading a graph costs about 10 us a term: so one engine serves many graphs,
     each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
-    every row it added (ruleset ``clear``: one delete rule per table that can hold rows, ~0.1 ms
+    every row it added (ruleset ``clear``: one delete rule per table that can hold rows, 0.2-0.3 ms
     where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
     and rule list.
@@ -73,9 +73,7 @@ class Engine:
         self.constructors = constructors(catalog)
         self.catalog, self.rules = catalog, tuple(rules)
         self.reach = Reach.of(self.rules, self.constructors)
-        self._makes = dict(zip((r.name for r in self.rules), self.reach.makes, strict=True))
-        self._mentions = {r.name: needs | makes for r, needs, makes in zip(self.rules, self.reach.needs,
-                                                                            self.reach.makes, strict=True)}
+        self._rule_index = {r.name: k for k, r in enumerate(self.rules)}  # into reach.needs / reach.makes
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
         self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok
         self.declared: set[str] = set()  # rule names, loaders ("load-C"), TENSOR once a wide loader is
@@ -113,9 +111,9 @@ class Engine:
         return lines
 
     def size_bound(self, imported: Imported) -> SizeBound:
-        """At most 3 rows a loaded term (its row, ``Fx``, its input row), 6 a value's facts (a ``tensor`` row and
-        the five it spreads into) and ``dtype-ok``'s; each match adds at most one row per application
-        in the rule's actions."""
+        """At most 3 rows a loaded term (its row, ``Fx``, its input row), 6 a value's facts (a
+        ``tensor`` row and the five it spreads into) and ``dtype-ok``'s; each match adds at most one
+        row per application in the rule's actions."""
         return SizeBound(3 * len(imported.terms) + 6 * len(imported.facts) + self.fixed_rows, self.growth)
 
     def check_empty(self) -> None:
@@ -146,7 +144,7 @@ class Engine:
         """Declare those of ``rules`` (the engine's), and the loaders of those constructors ``ops``,
         not declared yet, with delete rules for every table they can fill."""
         new = [r for r in rules if r.name not in self.declared]
-        foreign = [r.name for r in new if r.name not in self._makes]
+        foreign = [r.name for r in new if r.name not in self._rule_index]
         if foreign:
             raise ValueError(f"rules this engine was not made with: {foreign}")
         fresh = sorted({op for op in ops if f"load-{op}" not in self.declared})
@@ -155,24 +153,23 @@ class Engine:
         unknown = [op for op in fresh if op not in self.constructors]
         if unknown:
             raise ValueError(f"terms of undeclared constructors: {unknown}")
-        made = set(fresh).union(*(self._makes[r.name] for r in new))
+        index = [self._rule_index[r.name] for r in new]
+        made = set(fresh).union(*(self.reach.makes[k] for k in index))
         filled = {c: (len(self.constructors[c]), False) for c in made}  # the loaders empty in-C themselves
-        named = set(fresh).union(*(self._mentions[r.name] for r in new))
-        kinds = sorted(named - self.known)  # ~75 us each: declaring all ~60 up front cost every engine ~4 ms
-        program = [constructor(c, self.constructors[c]) for c in kinds]
-        program += [line for op in fresh for line in load_rows.loader(op, self.constructors[op])]
-        if TENSOR not in self.declared and any(load_rows.slots(self.constructors[op]) is None for op in fresh):
-            program = [*tensor_schema(), *program]  # a wide constructor's facts come in rows of their own
-            self.declared.add(TENSOR)
-        self._declare(program + [r.egglog(RULESET) for r in new])
+        named = made.union(*(self.reach.needs[k] for k in index))
+        wide = TENSOR not in self.declared and any(load_rows.slots(self.constructors[op]) is None for op in fresh)
+        self.declare_constructors(named)
+        self._declare([*(tensor_schema() if wide else ()),  # a wide constructor's facts come in rows of their own
+                       *(line for op in fresh for line in load_rows.loader(op, self.constructors[op])),
+                       *(r.egglog(RULESET) for r in new)])
         self._declare(self._clear(filled))
-        self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh)])
-        self.known.update(kinds)
+        self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh), *([TENSOR] if wide else [])])
 
     def declare_constructors(self, names: Iterable[str]) -> None:
-        """Declare constructors ``names`` (for egglog text outside the engine's rules that names them,
-        e.g. ``eqsat.explain``'s diagnostic rules); no rows can appear in them but through
-        ``declare``'s loaders and rules, so they need no delete rule."""
+        """Declare those constructors ``names`` not declared yet (``declare`` does, for what a graph
+        and its rules name: each costs egglog ~75 us, and declaring all ~60 up front cost every
+        engine ~4 ms; ``eqsat.explain``'s diagnostic rules name every fused row's terms). Rows appear
+        in a constructor only through ``declare``'s loaders and rules, whose tables get delete rules."""
         kinds = sorted(set(names) - self.known)
         unknown = [c for c in kinds if c not in self.constructors]
         if unknown:

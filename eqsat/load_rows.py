@@ -35,7 +35,8 @@ FILLER = {"T": "0", "i64": "0", "f64": "0.0", "String": "-"}
 _SLOT_SORT = {"T": "i64", "i64": "i64", "f64": "f64", "String": "String"}  # a tensor slot holds a node index
 _PREFIX = {"T": "t", "i64": "n", "f64": "f", "String": "s"}
 _VARS = ["i", "op", *(f"{_PREFIX[s]}{k}" for s, n in SLOTS.items() for k in range(n)), "has", "dt", "sh", "nd", "la", "c"]
-_FACT_FILLER = "\t".join(["0", "-", "-", "0", "-1", "0"])
+_FACT_SORTS = ("String", "String", "i64", "i64", "i64")  # dtype, shape key, ndim, last dim, contiguous
+_FACT_FILLER = "\t".join(["0", "-", "-", "0", "-1", "0"])  # has 0, then fillers
 _SLOT_FILLERS = [FILLER[s] for s, n in SLOTS.items() for _ in range(n)]
 
 
@@ -66,8 +67,7 @@ def _deleted(row: str) -> str:
 
 def shared_schema() -> list[str]:
     """The shared relation, the rules that spread its facts and the one that deletes its rows."""
-    sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)),
-             "i64", "String", "String", "i64", "i64", "i64"]
+    sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)), "i64", *_FACT_SORTS]
     row = f"({SHARED} {' '.join(_VARS)})"
     return [f"(relation {SHARED} ({' '.join(sorts)}))",
             *_fact_rules(row.removesuffix(" has dt sh nd la c)") + " 1 dt sh nd la c)"), _deleted(row)]
@@ -76,25 +76,24 @@ def shared_schema() -> list[str]:
 def tensor_schema() -> list[str]:
     """The relation of wide constructors' facts and its rules: declared with the first wide loader."""
     row = f"({TENSOR} i dt sh nd la c)"
-    return [f"(relation {TENSOR} (i64 String String i64 i64 i64))", *_fact_rules(row), _deleted(row)]
+    return [f"(relation {TENSOR} (i64 {' '.join(_FACT_SORTS)}))", *_fact_rules(row), _deleted(row)]
 
 
 def loader(name: str, sorts: Sequence[str]) -> list[str]:
     """The rule that builds constructor ``name``'s terms from their rows (and, when its arguments do
     not fit the shared relation, that relation of its own)."""
     columns = slots(sorts)
-    if columns is not None:
-        kids = [f"({FX} {_VARS[c]})" if s == "T" else _VARS[c] for c, s in zip(columns, sorts, strict=True)]
-        pattern = f"({SHARED} i \"{name}\" {' '.join(_VARS[2:])})"
-        return [f"(rule ({pattern}) ((union ({FX} i) ({name} {' '.join(kids)}))) "
-                f":ruleset load :name \"load-{name}\")"]
-    args = [f"a{k}" for k in range(len(sorts))]
-    kids = [f"({FX} {a})" if s == "T" else a for a, s in zip(args, sorts, strict=True)]
-    relation = " ".join(["i64", *("i64" if s == "T" else s for s in sorts)])
-    row = f"(in-{name} i {' '.join(args)})"
-    return [f"(relation in-{name} ({relation}))",
-            f"(rule ({row}) ((union ({FX} i) ({name} {' '.join(kids)})) (delete {row})) "
-            f":ruleset load :name \"load-{name}\")"]
+    if columns is not None:  # the shared relation's one rule deletes its rows
+        names, schema, delete = [_VARS[c] for c in columns], [], ""
+        row = f"({SHARED} i \"{name}\" {' '.join(_VARS[2:])})"
+    else:
+        names = [f"a{k}" for k in range(len(sorts))]
+        row = f"(in-{name} i {' '.join(names)})"
+        schema = [f"(relation in-{name} ({' '.join(['i64', *('i64' if s == 'T' else s for s in sorts)])}))"]
+        delete = f" (delete {row})"
+    kids = [f"({FX} {v})" if s == "T" else v for v, s in zip(names, sorts, strict=True)]
+    return [*schema, f"(rule ({row}) ((union ({FX} i) ({name} {' '.join(kids)})){delete}) "
+                     f":ruleset load :name \"load-{name}\")"]
 
 
 def _field(v: object, sort: str) -> str:
@@ -113,10 +112,10 @@ def _field(v: object, sort: str) -> str:
 
 
 def _facts(f: TensorFacts) -> str:
-    """has, dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous: tab-separated."""
+    """dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous: tab-separated."""
     last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1
     shape = _field(",".join(map(str, f.shape)), "String")
-    return f"1\t{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
+    return f"{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
 
 
 def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:
@@ -140,12 +139,12 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
         if columns is None:
             out.setdefault(f"in-{op}", []).append("\t".join([str(i), *fields]))
             if facts is not None:
-                out.setdefault(TENSOR, []).append(f"{i}\t{facts_text[facts][2:]}")
+                out.setdefault(TENSOR, []).append(f"{i}\t{facts_text[facts]}")
             continue
         row = [str(i), op, *_SLOT_FILLERS]
         for c, text in zip(columns, fields, strict=True):
             row[c] = text
-        row.append(facts_text[facts] if facts is not None else _FACT_FILLER)
+        row.append(f"1\t{facts_text[facts]}" if facts is not None else _FACT_FILLER)
         shared.append("\t".join(row))
     if shared:
         out[SHARED] = shared

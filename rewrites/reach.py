@@ -5,7 +5,7 @@ if the graph holds it or the actions of a rule that can fire make it. So the rul
 on a graph are the least fixpoint: start from the graph's constructors, keep adding the rules whose
 query constructors are all present, and the constructors their actions name. Reading the egglog
 text over-approximates (an action's constructor counts as made even under a condition), which only
-declares a rule that never fires; it never leaves out one that could (``tests/test_reach.py``
+declares a rule that never fires; it never leaves out one that could (``tests/test_engine.py``
 checks that against declaring every rule, on the test and benchmark graphs).
 
 Declaring a rule costs egglog about 0.7 ms and each declared rule slows every

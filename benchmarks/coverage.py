@@ -44,7 +44,7 @@ TABLE: list[tuple[str, str, str, str | None]] = [
      "tests/test_gated.py::test_c_quant_under_auto_functionalized_fuses"),
     ("#7", "AiterRMSNormGatedFp8GroupQuantPattern", "any eps; G = 64, D = 256, D = 64 (vLLM: D = G = 128 only)",
      "tests/test_gated.py::test_any_eps_and_group_the_kernel_takes"),
-    ("#7", "AiterRMSNormGatedFp8GroupQuantPattern", "Qwen3-Next benchmark graph (heads from shapes, not layers)",
+    ("#7", "AiterRMSNormGatedFp8GroupQuantPattern", "Qwen3-Next benchmark graphs, both layouts (heads from shapes, not layers)",
      "tests/test_gated.py::test_qwen3_next_benchmark_graph_fuses"),
     ("#7", "AiterRMSNormGatedFp8GroupQuantPattern", "native quant through torch.compile (Inductor drops the 3-D layout's reshapes)",
      "tests/test_gated.py::test_native_quant_through_torch_compile_fuses"),

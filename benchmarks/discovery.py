@@ -17,6 +17,7 @@ GRAPHS = {
     "deepseek_v3 (1 layer)": lambda: models.deepseek_v3(1),
     "deepseek_v3.2 indexer": models.deepseek_v32_indexer,
     "qwen3_next gated norm": models.qwen3_next_gated_norm,
+    "qwen3_next gated norm (3-D)": models.qwen3_next_gated_norm_3d,
     "llama fp8 static": models.llama_fp8_static,
     "llama fp8 per-token": models.llama_fp8_per_token,
     "gpt-oss router + pad": models.gpt_oss_router_pad,

@@ -333,8 +333,10 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "to have no other users, so vLLM's fused-add pattern cannot match there.",
         "- silu_and_mul is spelled `torch.ops.eqsat.silu_and_mul` in the graphs and in the baseline's pattern "
         "(vLLM matches whichever form its graphs hold: `_C.silu_and_mul` or native).",
-        "- The gated-norm graph is vLLM pattern #7, registered for the (heads, head_dim) = (8, 128) vLLM "
-        "would read from Qwen3-Next's GDN layers at TP 4. The MLA dual-norm patterns #13/#14 match the output "
+        "- The gated-norm graphs are vLLM pattern #7, registered for the (heads, head_dim) = (32, 128) vLLM "
+        "would read from Qwen3-Next's GDN layers at TP 1, in the flat layout only (vLLM registers the 3-D one "
+        "only when the quant is native); as vLLM's comment says, it matches op structure, not rank, so it "
+        "matches the 3-D graph too. The MLA dual-norm patterns #13/#14 match the output "
         "of the rms + quant pass, as in vLLM, so the baseline's q-latent norm site is a dual-norm kernel.",
         "- Both quant forms of #1/#2 vLLM registers with `quant_fp8` enabled (AITER and `_C`) are registered; "
         "the graphs use the AITER form, so the `_C` ones only cost registration and failed match attempts, "

@@ -52,7 +52,7 @@ def test_the_baseline_registers_what_vllm_registers_on_mi300(full_baseline):
     per_eps = ["double", "double_view", "rms_group", "add_rms_group", "rms_static", "add_rms_static",  # §1.3
                "rms_token", "add_rms_token", "rms_token_c", "add_rms_token_c", "gated"]
     assert [n for n, _ in names[4:26]] == per_eps * 2
-    assert names[14] == ("gated", (8, 128, 1e-5))  # 32 v-heads / TP 4
+    assert names[14] == ("gated", (32, 128, 1e-5))  # 32 v-heads / TP 1
     assert names[26] == ("silu", ())
     assert [n for n, _ in names[27:]] == ["mla_dual", "mla_dual_token", "mla_dual_group"] * 2
     assert set(PATTERNS) == {n for n, _ in names}
@@ -185,6 +185,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], Callable[[], fx.GraphModule], dict[str
                   {"rmsnorm_fp8_group_quant": 2}),
     "#6 double_view": (("double_view",), models.deepseek_v32_indexer, {"rmsnorm_fp8_group_quant": 2}),
     "#7 gated": (("gated",), models.qwen3_next_gated_norm, {"fused_rms_gated_fp8_group_quant": 1}),
+    "#7 gated 3-D": (("gated",), models.qwen3_next_gated_norm_3d, {"fused_rms_gated_fp8_group_quant": 1}),
     "#8 rms_static": (("rms_static",), _rms_static, {"fused_rms_fp8_per_tensor_static_quant": 1}),
     "#9 add_rms_static": (("add_rms_static",), models.llama_fp8_static,
                           {"fused_add_rms_fp8_per_tensor_static_quant": 2}),
@@ -235,8 +236,8 @@ def test_pad_fires_only_for_the_multiple_it_pads_to():
     assert padded.args[-1] == 256
 
 
-@pytest.mark.parametrize("build", [models.deepseek_v3_moe, models.qwen3_next_gated_norm, models.llama_fp8_static,
-                                   models.llama_fp8_per_token, models.gpt_oss_router_pad])
+@pytest.mark.parametrize("build", [models.deepseek_v3_moe, models.qwen3_next_gated_norm, models.qwen3_next_gated_norm_3d,
+                                   models.llama_fp8_static, models.llama_fp8_per_token, models.gpt_oss_router_pad])
 def test_other_graphs_run_cleanly_and_eqsat_covers_the_baseline(build, full_baseline):
     gm = build()
     eq, pm = copy_graph(gm), copy_graph(gm)
@@ -249,13 +250,13 @@ def test_other_graphs_run_cleanly_and_eqsat_covers_the_baseline(build, full_base
 
 
 def _gated() -> fx.GraphModule:
-    """Qwen3-Next's gated norm over ``(T*H, D)`` rows fed as inputs (the benchmark graph's GDN
+    """Qwen3-Next's gated norm over ``(T*H, D)`` rows of token inputs (the benchmark graph's GDN
     stand-in returns zeros), -> ``reshape(-1, H*D)`` -> group quant."""
     def body(x, z, w):
-        x32, z32 = x.float(), z.float()
+        x32, z32 = x.reshape(-1, 128).float(), z.reshape(-1, 128).float()
         y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + EPS) * w.float()
-        return _group((y * (z32 / (1 + torch.exp(-z32)))).to(torch.bfloat16).reshape(-1, 8 * 128))
-    return models.trace(body, [models.tok(128), models.tok(128), models.weight(128)])
+        return _group((y * (z32 / (1 + torch.exp(-z32)))).to(torch.bfloat16).reshape(-1, 32 * 128))
+    return models.trace(body, [models.tok(32 * 128), models.tok(32 * 128), models.weight(128)])
 
 
 def _add_token() -> fx.GraphModule:
@@ -270,7 +271,7 @@ SMALL = {"#7 gated": _gated, "#2 add_rms_token": _add_token}  # numerics on smal
 
 
 def _real_inputs(gm: fx.GraphModule) -> list[torch.Tensor]:
-    """Random inputs for ``gm``'s placeholders, the token dim 8 (rows of 1024 for the gated one);
+    """Random inputs for ``gm``'s placeholders, the token dim 64;
     static scales 0.1, fp8 weights small."""
     g = torch.Generator().manual_seed(0)
     out = []

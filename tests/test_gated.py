@@ -178,8 +178,9 @@ def test_non_contiguous_heads_are_not_fused():
     no_kernel(f, inputs())
 
 
-def test_qwen3_next_benchmark_graph_fuses():
-    gm = models.qwen3_next_gated_norm()
+@pytest.mark.parametrize("layout", ["flat", "3d"])
+def test_qwen3_next_benchmark_graph_fuses(layout):
+    gm = models.qwen3_next_gated_norm(layout)
     report = eqsat.optimize(gm, profile="mi300x", sizes=256, strict=True)
     assert report.kernels_chosen == {KERNEL: 1} and report.predicted_after_us < report.predicted_before_us
 

@@ -12,7 +12,7 @@ fusions on and ``quant_fp8`` enabled (the ROCm default), ``reference/vllm-facts.
    ``double_view`` (#6), ``rms_group`` (#3), ``add_rms_group`` (#4), ``rms_static`` (#8),
    ``add_rms_static`` (#9), then for the AITER and the ``_C`` per-token quant in turn ``rms_token``
    (#1) and ``add_rms_token`` (#2) (``..._c`` for the ``_C`` form), then ``gated`` (#7) per (heads,
-   head_dim) of the Qwen3-Next GDN layers with head_dim 128 (one: 32 v-heads / TP 4 = 8 heads of
+   head_dim) of the Qwen3-Next GDN layers with head_dim 128 (one: 32 v-heads / TP 1 = 32 heads of
    128; the flat ``(T*H, D)`` layout only, as the quant op is not native). 2 x 11 = 22.
 3. ``rocm_aiter_silu_mul_fp8_group_quant_fusion_pass``: ``silu`` (#10). 1.
 4. ``mla_dual_rms_norm_fusion_pass``, ``for eps in [1e-5, 1e-6]``: ``mla_dual`` (#12),
@@ -63,7 +63,7 @@ EPSILONS = (1e-5, 1e-6)
 GROUP = 128
 GPT_OSS_HIDDEN = 2880  # vLLM hard-codes it (rocm_aiter_fusion.py L992-994)
 PAD_MULTIPLES = (128, 256)  # gfx942, gfx950
-QWEN3_NEXT_GDN = dict(num_v_heads=32, head_v_dim=128, tp=4)  # the benchmark graph's GDN layers
+QWEN3_NEXT_GDN = dict(num_v_heads=32, head_v_dim=128, tp=1)  # the benchmark graphs' GDN layers
 GATED_SHAPES = ((QWEN3_NEXT_GDN["num_v_heads"] // QWEN3_NEXT_GDN["tp"], QWEN3_NEXT_GDN["head_v_dim"]),)
 
 Fns = tuple[Callable[..., Any], Callable[..., Any], list[torch.Tensor]]  # search, replacement, inputs

@@ -17,8 +17,8 @@ GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so the
 - ``deepseek_v32_indexer()``: one rms_norm whose output goes through a view into two group quants
   (vLLM pattern #6, the DeepSeek-V3.2 indexer's q_c).
 - vLLM patterns #7, #1/#2/#8/#9 and #11, written in vLLM's spelling (a catalog without a kernel
-  for one honestly reports 0 fusions there): ``qwen3_next_gated_norm()`` (native RMSNormGated -> reshape
-  -> group quant; fp8 models run the gated norm native, so there is no ``fla_rms_norm_gated``
+  for one honestly reports 0 fusions there): ``qwen3_next_gated_norm(layout)`` (native RMSNormGated
+  -> reshape -> group quant, both head layouts; fp8 models run the gated norm native, so there is no ``fla_rms_norm_gated``
   node), ``llama_fp8_static()`` / ``llama_fp8_per_token()`` (fused-add norm -> static per-tensor /
   dynamic per-token quant, as ``auto_functionalized(rocm_aiter_per_tensor_quant)`` /
   ``rocm_aiter_per_token_quant``, whose q and scale the GEMM reads), ``gpt_oss_router_pad()``
@@ -254,21 +254,31 @@ def deepseek_v32_indexer(eps: float = 1e-6) -> fx.GraphModule:
 # -- outside the baseline's family --------------------------------------------------------------------
 
 
-def qwen3_next_gated_norm(heads: int = 8, head_dim: int = 128, hidden: int = 2048, eps: float = 1e-6) -> fx.GraphModule:
-    """Qwen3-Next GDN output (TP 4, flat ``(T*H, D)`` layout): native RMSNormGated (fp8 models run
-    it native, vllm-facts §4.4-4.5: fp32 norm, times w, times silu(z) as neg/exp/add/div, cast)
-    -> reshape(-1, H*D) -> group quant -> out_proj."""
+def qwen3_next_gated_norm(layout: str = "flat", heads: int = 32, head_dim: int = 128, hidden: int = 2048,
+                          eps: float = 1e-6) -> fx.GraphModule:
+    """Qwen3-Next GDN output (32 value heads of 128, TP 1) in a head layout: rows ``(T*H, D)``
+    (``"flat"``, as Qwen3-Next's layer writes it) or ``(T, H, D)`` (``"3d"``, the core's rows viewed
+    per token): native RMSNormGated (fp8 models run it native, vllm-facts §4.4-4.5: fp32 norm, times
+    w, times silu(z) as neg/exp/add/div, cast) -> reshape(-1, H*D) -> group quant -> out_proj."""
+    if layout not in ("flat", "3d"):
+        raise ValueError(f"layout must be 'flat' or '3d', got {layout!r}")
     vllm, _, bench = _ops()
     fp8 = _fp8()
 
     def f(x, w_norm, w_out):
         core, z = bench.gdn_core(x, heads, head_dim)
+        if layout == "3d":
+            core, z = core.reshape(-1, heads, head_dim), z.reshape(-1, heads, head_dim)
         x32, z32 = core.float(), z.float()
         y = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w_norm.float()
         y = (y * (z32 / (1 + torch.exp(-z32)))).to(BF16).reshape(-1, heads * head_dim)  # silu as Inductor spells it
         return bench.fp8_gemm(*vllm.rocm_aiter_group_fp8_quant(y, G), w_out)
 
     return trace(f, [tok(hidden), weight(head_dim), weight(hidden, heads * head_dim, dtype=fp8)])
+
+
+def qwen3_next_gated_norm_3d() -> fx.GraphModule:
+    return qwen3_next_gated_norm("3d")
 
 
 LLAMA = dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, inter=14336, eps=1e-5)
@@ -351,6 +361,7 @@ GRAPHS: dict[str, Callable[[], fx.GraphModule]] = {
     "deepseek_v3 MoE (1 layer)": deepseek_v3_moe,
     "deepseek_v3.2 indexer": deepseek_v32_indexer,
     "qwen3_next gated norm": qwen3_next_gated_norm,
+    "qwen3_next gated norm (3-D)": qwen3_next_gated_norm_3d,
     "llama fp8 static": llama_fp8_static,
     "llama fp8 per-token": llama_fp8_per_token,
     "gpt-oss router + pad": gpt_oss_router_pad,

@@ -23,7 +23,7 @@ vllm, C = torch.ops.vllm, torch.ops._C
 FNUZ = torch.float8_e4m3fnuz
 KERNEL = "K_rms_gated_fp8_group_quant"
 FUSED = "vllm.rocm_aiter_fused_rms_gated_fp8_group_quant.default"
-TESTED_RULES = {"lift-rms-norm-gated", "lift-rms-norm-gated.match", "quant-group-of-reshape", "rms-norm-gated-rows",
+TESTED_RULES = {"reshape-noop-2d", "lift-rms-norm-gated", "lift-rms-norm-gated.match", "quant-group-of-reshape", "rms-norm-gated-rows",
                 f"fuse-{KERNEL}", f"unlift-{KERNEL}", "lift-quant-group-e4m3fnuz-folded",
                 "lift-quant-group-e4m3fnuz-folded.match"}
 H, D = 8, 128
@@ -107,6 +107,24 @@ def test_c_quant_under_auto_functionalized_fuses(layout, norm):
     assert p.last_report.kernels_chosen == {KERNEL: 1}, p.after
     want = before(layout, norm, "c")(x, z, w)
     assert ref.fp8_step_error(got[0], got[1], want[0], want[1], 128) <= 1.25
+
+
+def test_3d_view_of_rows_folds_back_to_the_rows():
+    """Rows ``(T*H, D)`` made by an op (here a cat, H = 2; a GDN core kernel in a model) viewed as
+    ``(T, H, D)``: the kernel reads the rows themselves, with no reshape to the rows' shape left
+    behind (``reshape-noop-2d``: the layout rule's rows key spells that shape differently from the
+    imported value's)."""
+    def before_(x, z, w):
+        y = gated_native(torch.cat([x, z]).reshape(-1, 2, D), torch.cat([z, x]).reshape(-1, 2, D), w)
+        return q_aiter(y.reshape(-1, 2 * D), 128)
+
+    def after_(x, z, w):
+        q, s = vllm.rocm_aiter_fused_rms_gated_fp8_group_quant(torch.cat([x, z]), w, None, torch.cat([z, x]), 1e-6,
+                                                               True, "silu", 128)
+        return q.reshape(-1, 2 * D), s.reshape(-1, 2)
+
+    check(before_, after_, [rand(4, D), rand(4, D, seed=1), rand(D, seed=2)], numerics="rounding",
+          fires="reshape-noop-2d")
 
 
 def test_lift_rms_norm_gated():

@@ -16,8 +16,9 @@ count or head size is ever named, so vLLM's two gated-norm layouts, ``(N * H, D)
   ``"s77,8,128"``): it denotes the right shape for any symbolic dims, no two shapes share it, and
   the emitter spells it ``reshape(x, [-1, D])``. Keys with commas inside a dim are refused. The
   rule sets the facts of the three terms it makes (dtype, that key, rank 2, D, contiguous), which is
-  what the fused kernel's constraints and the cost model read; no imported value has the key, so a
-  ``reshape-noop`` against another spelling of the same shape is merely missed.
+  what the fused kernel's constraints and the cost model read. No imported value has the key, so
+  ``reshape-noop`` cannot see that a value already in rows needs no reshape; ``reshape-noop-2d``
+  (``rewrites/views.py``) does, from rank and last dim.
 """
 
 from __future__ import annotations

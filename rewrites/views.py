@@ -3,11 +3,11 @@ these equalities canonicalise any chain; fusion rules never mention views.
 
 - a reshape of a reshape is one reshape to the final shape;
 - a reshape to the shape ``x`` already has is ``x``;
-- a 2-D reshape of a 2-D ``x`` with the same concrete last dim is ``x`` (a reshape keeps the number
-  of elements, so the first dims agree too). This catches one shape under two keys: the layout
-  rules write a rows key such as ``"s77*8*128/128,128"`` that no imported value has, and a reshape
-  of a value already in rows, e.g. the flat ``(T*H, D)`` core output viewed as ``(T, H, D)``, would
-  otherwise stay a no-op reshape in the emitted graph.
+- a 2-D reshape of a 2-D ``x`` with the same concrete last dim ``d > 0`` is ``x`` (a reshape keeps
+  the number of elements, so the first dims agree too; with ``d = 0`` they need not). This catches
+  one shape under two keys: the layout rules write a rows key such as ``"s77*8*128/128,128"`` that
+  no imported value has, and a reshape of a value already in rows (e.g. the flat ``(T*H, D)`` core
+  output viewed as ``(T, H, D)``) would otherwise stay a no-op reshape in the emitted graph.
 All are exact: a row-major reshape moves no value.
 """
 
@@ -17,5 +17,5 @@ RULES = (
     rewrite("reshape-of-reshape", "(Reshape (Reshape x s1) s2)", "(Reshape x s2)", family="views"),
     rewrite("reshape-noop", "(Reshape x s)", "x", "(= (shape x) s)", family="views"),
     rewrite("reshape-noop-2d", "(Reshape x s)", "x", "(= (ndim __lhs) 2)", "(= (ndim x) 2)", "(= (dim __lhs -1) __d)",
-            "(= (dim x -1) __d)", family="views"),
+            "(= (dim x -1) __d)", "(> __d 0)", family="views"),
 )

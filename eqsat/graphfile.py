@@ -56,6 +56,7 @@ from typing import Any
 
 import torch
 import torch.fx as fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv
@@ -348,7 +349,9 @@ def loads(text: str) -> fx.GraphModule:
             name = entry.get("name") if isinstance(entry, dict) else None
             raise GraphFileError(f"node {name!r}: {exc}") from None
     gm = fx.GraphModule(torch.nn.Module(), graph)
-    FakeTensorProp(gm, loader.mode).propagate_dont_convert_inputs(*inputs)
+    with enable_python_dispatcher():  # SymInt-aware decompositions, as Inductor propagates fake values:
+        # some C++ meta kernels (constant_pad_nd's) read sizes as ints and would specialize the symbols
+        FakeTensorProp(gm, loader.mode).propagate_dont_convert_inputs(*inputs)
     graph.output_node().meta.pop("val", None)  # post-grad graphs carry no value on the output node
     return gm
 

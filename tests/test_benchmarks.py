@@ -12,12 +12,13 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.fx as fx
+from torch._inductor.fx_passes.post_grad import view_to_reshape
 
 import eqsat
 from benchmarks.baseline.pattern_matcher import PATTERNS, PatternMatcherBaseline
 from benchmarks.graphs import models
 from benchmarks.sites import fused, fused_op, fusion_sites
-from eqsat.capture import copy_graph
+from eqsat.capture import copy_graph, trace_tokens
 
 OPTIONS = eqsat.Options(profile="mi300x", sizes=256, strict=True)
 EPS = 1e-6
@@ -31,7 +32,7 @@ def graphs():
 @pytest.fixture(scope="module")
 def baseline():
     start = time.perf_counter()
-    pm = PatternMatcherBaseline(patterns=("add_rms_group", "rms_group", "double_view", "silu", "mla_dual_group"),
+    pm = PatternMatcherBaseline(patterns=("add_rms_group", "rms_group", "double", "silu", "mla_dual_group"),
                                 epsilons=(EPS,))
     assert pm.registrations == 5
     assert time.perf_counter() - start < 10, "5 registrations should take well under a second"
@@ -61,15 +62,37 @@ def test_the_baseline_registers_what_vllm_registers_on_mi300(full_baseline):
         PatternMatcherBaseline(patterns=["rms"])
 
 
+def test_graphs_are_what_torch_compile_hands_a_post_grad_pass():
+    """Captured through torch.compile(dynamic=True): a token symbol, then f's arguments by name (an
+    unused one left out), the token dim the only symbolic dim, eps a constant, mutated scales
+    functionalized and copied back."""
+    gm = models.llama_fp8_per_token()
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert [n.name for n in placeholders] == ["tokens", "x", "residual", "w_in", "w_qkv", "w_o", "w_post", "w_gu",
+                                              "w_down"]  # the per-token quant reads no static scale
+    assert isinstance(placeholders[0].meta["val"], torch.SymInt)
+    for n in gm.graph.nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.Tensor) and v.dim() == 2 and n.name not in ("w_qkv", "w_o", "w_gu", "w_down"):
+            assert isinstance(v.shape[0], torch.SymInt) and isinstance(v.shape[1], int), n.name
+    norms = [n for n in gm.graph.nodes if n.target is torch.ops.vllm_ir.fused_add_rms_norm.default]
+    assert [n.args[3] for n in norms] == [1e-5, 1e-5]
+    static = models.llama_fp8_static()
+    assert "auto_functionalized" in static.code and "copy_" in static.code
+    gated = models.qwen3_next_gated_norm()
+    assert not any(isinstance(n.meta.get("val"), torch.Tensor) and n.meta["val"].dim() == 0
+                   for n in gated.graph.nodes if n.op == "placeholder")  # eps is no lifted 0-d input
+
+
 def test_61_layers_build_fast_and_chain_the_residual_stream():
     start = time.perf_counter()
     gm = models.deepseek_v3(61)
     assert time.perf_counter() - start < 10
     gm.graph.lint()
     one = models.deepseek_v3(1)
-    per_layer = len(one.graph.nodes) - 3  # minus x, residual and the output node
-    assert len(gm.graph.nodes) == 61 * per_layer + 3
-    assert [n.name for n in gm.graph.nodes if n.op == "placeholder"][:2] == ["x", "residual"]
+    per_layer = len(one.graph.nodes) - 4  # minus the token symbol, x, residual and the output node
+    assert len(gm.graph.nodes) == 61 * per_layer + 4
+    assert [n.name for n in gm.graph.nodes if n.op == "placeholder"][:3] == ["tokens", "x", "residual"]
 
 
 def _site_of(gm, weight: str) -> str:
@@ -130,6 +153,17 @@ def _tiny(body: Callable[..., object], q_dim: int = 0) -> fx.GraphModule:
     return models.trace(body, [models.tok(width), models.weight(q_dim or 512), models.weight(512)])
 
 
+def _indexer_with_view() -> fx.GraphModule:
+    """The indexer as vLLM's pattern #6 was written for: rms_norm -> view(-1, 1536) -> two group
+    quants, the view kept (torch.compile drops this no-op view before post-grad passes, which leaves
+    the graph of #5: ``models.deepseek_v32_indexer``)."""
+    def body(q_c, w):
+        return _twice(_rms(q_c, w).view(-1, 1536))
+    gm = trace_tokens(body, torch.randn(8, 1536, dtype=torch.bfloat16), torch.randn(1536, dtype=torch.bfloat16))
+    view_to_reshape(gm)
+    return gm
+
+
 def _rms(x, w):
     return torch.ops.vllm_ir.rms_norm(x, w, EPS)
 
@@ -183,7 +217,8 @@ TARGETS: dict[str, tuple[tuple[str, ...], Callable[[], fx.GraphModule], dict[str
     "#4 add_rms_group": (("add_rms_group",), models.deepseek_v3, {"rmsnorm_with_add_fp8_group_quant": 2}),
     "#5 double": (("double",), lambda: _tiny(lambda x, w, w2: _twice(_rms(x, w))),
                   {"rmsnorm_fp8_group_quant": 2}),
-    "#6 double_view": (("double_view",), models.deepseek_v32_indexer, {"rmsnorm_fp8_group_quant": 2}),
+    "#5 double (indexer)": (("double",), models.deepseek_v32_indexer, {"rmsnorm_fp8_group_quant": 2}),
+    "#6 double_view": (("double_view",), lambda: _indexer_with_view(), {"rmsnorm_fp8_group_quant": 2}),
     "#7 gated": (("gated",), models.qwen3_next_gated_norm, {"fused_rms_gated_fp8_group_quant": 1}),
     "#7 gated 3-D": (("gated",), models.qwen3_next_gated_norm_3d, {"fused_rms_gated_fp8_group_quant": 1}),
     "#8 rms_static": (("rms_static",), _rms_static, {"fused_rms_fp8_per_tensor_static_quant": 1}),
@@ -270,13 +305,15 @@ def _add_token() -> fx.GraphModule:
 SMALL = {"#7 gated": _gated, "#2 add_rms_token": _add_token}  # numerics on smaller graphs than TARGETS'
 
 
-def _real_inputs(gm: fx.GraphModule) -> list[torch.Tensor]:
-    """Random inputs for ``gm``'s placeholders, the token dim 64;
+def _real_inputs(gm: fx.GraphModule) -> list[torch.Tensor | int]:
+    """Random inputs for ``gm``'s placeholders, the token dim (and count) 64;
     static scales 0.1, fp8 weights small."""
     g = torch.Generator().manual_seed(0)
     out = []
     for n in gm.graph.nodes:
-        if n.op == "placeholder":
+        if n.op == "placeholder" and isinstance(n.meta["val"], torch.SymInt):  # the token count
+            out.append(8 * 8)
+        elif n.op == "placeholder":
             v = n.meta["val"]
             t = torch.randn([8 * 8 if isinstance(d, torch.SymInt) else d for d in v.shape], generator=g)
             out.append(torch.full_like(t, 0.1) if tuple(v.shape) == (1, 1) else (t * 0.05 if v.dtype.itemsize == 1
@@ -296,8 +333,9 @@ def test_replacements_compute_what_they_replace(case):
     assert PatternMatcherBaseline(patterns=names).apply(rewritten) >= 1
     rewritten.recompile()
     xs = _real_inputs(gm)
-    want = torch.utils._pytree.tree_leaves(gm(*[x.clone() for x in xs]))
-    got = torch.utils._pytree.tree_leaves(rewritten(*[x.clone() for x in xs]))
+    fresh = lambda: [x.clone() if isinstance(x, torch.Tensor) else x for x in xs]  # noqa: E731
+    want = torch.utils._pytree.tree_leaves(gm(*fresh()))
+    got = torch.utils._pytree.tree_leaves(rewritten(*fresh()))
     assert [(t.shape, t.dtype) for t in got] == [(t.shape, t.dtype) for t in want]
     for a, b in zip(want, got, strict=True):
         a, b = a.float(), b.float()

@@ -1,9 +1,10 @@
 """Model-shaped post-grad graphs: the norm and quant parts of real decoder layers, in vLLM's ops.
 
-Each builder returns an ``fx.GraphModule`` as Inductor hands it to a post-grad pass: vLLM's ops
-(``vllm_ir.rms_norm`` / ``fused_add_rms_norm``, ``vllm.rocm_aiter_group_fp8_quant`` with G = 128,
-...), ``meta["val"]`` fake tensors, one symbolic token dim, weights as placeholders, and every
-``view`` turned into ``reshape`` (Inductor's ``view_to_reshape`` runs before post-grad passes).
+Each builder captures the graph ``torch.compile(dynamic=True)`` hands a post-grad pass on CPU
+(``compiled.post_grad_graph``: weights are a module's parameters, the token dim the one symbol):
+vLLM's ops (``vllm_ir.rms_norm`` / ``fused_add_rms_norm``, ``vllm.rocm_aiter_group_fp8_quant``
+with G = 128, ...), ``meta["val"]`` fake tensors, a ``tokens`` symbol placeholder, weights as
+placeholders, Inductor's decompositions, views as ``reshape`` and no-op views dropped.
 GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so they stay leaves.
 
 - ``deepseek_v3(layers)``: DeepSeek-V3 (fp8 block quant, TP 8) decoder layers, residual stream
@@ -11,11 +12,12 @@ GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so the
   q_a norm -> group quant -> q_b GEMM; kv_a norm on the 512 part (a split view); MLA attention;
   group quant -> o_proj; post-attention fused-add norm -> group quant -> gate_up GEMM;
   silu_and_mul -> group quant -> down GEMM (the dense MLP of layers 0-2, the shared expert of the
-  MoE layers). One layer is traced, the rest are node copies (61 layers build in well under 1 s).
+  MoE layers). One layer is captured, the rest are node copies (61 layers build in about 1 s).
 - ``deepseek_v3_moe(layers)``: the same with the MoE block: the post-attention normed output
   also feeds the router GEMM and the routed experts in bf16 (three consumers, not one).
-- ``deepseek_v32_indexer()``: one rms_norm whose output goes through a view into two group quants
-  (vLLM pattern #6, the DeepSeek-V3.2 indexer's q_c).
+- ``deepseek_v32_indexer()``: one rms_norm whose output feeds two group quants, the DeepSeek-V3.2
+  indexer's q_c (the model's ``view(-1, 1536)`` between them is a no-op Inductor drops before
+  post-grad passes, so this is vLLM pattern #5's graph, not #6's).
 - vLLM patterns #7, #1/#2/#8/#9 and #11, written in vLLM's spelling (a catalog without a kernel
   for one honestly reports 0 fusions there): ``qwen3_next_gated_norm(layout)`` (native RMSNormGated
   -> reshape -> group quant, both head layouts; fp8 models run the gated norm native, so there is no ``fla_rms_norm_gated``
@@ -36,14 +38,9 @@ from typing import Any
 import torch
 import torch.fx as fx
 import torch.nn.functional as F
-from torch._dynamo.source import ConstantSource
-from torch._inductor.decomposition import select_decomp_table
-from torch._inductor.fx_passes.post_grad import view_to_reshape
-from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
-from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 import eqsat  # noqa: F401  (registers torch.ops.eqsat.*, e.g. silu_and_mul)
+from benchmarks.graphs.compiled import Spec, post_grad_graph
 from eqsat.ops import define_op
 from eqsat.vocab.vllm_standins import register_vllm_standins, standin_fp8_dtype
 
@@ -118,9 +115,6 @@ def _per_tensor_quant(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, i
 
 # -- tracing ------------------------------------------------------------------------------------------
 
-Spec = tuple[tuple[int, ...], torch.dtype, bool]  # shape, dtype, whether a token dim leads the shape
-
-
 def tok(*shape: int, dtype: torch.dtype = BF16) -> Spec:
     """An activation ``[tokens, *shape]``."""
     return (shape, dtype, True)
@@ -131,40 +125,35 @@ def weight(*shape: int, dtype: torch.dtype = BF16) -> Spec:
 
 
 def trace(f: Callable[..., object], specs: Sequence[Spec]) -> fx.GraphModule:
-    """``make_fx`` over fake inputs: token-dim inputs share one symbol, weights keep static shapes
-    (``eqsat.capture.trace_tokens`` makes dim 0 of every 2-D input symbolic, weights included).
-    Inductor's decompositions apply (casts become ``prims.convert_element_type``) and views become
-    reshapes, as Inductor's ``view_to_reshape`` leaves them for post-grad passes."""
+    """The graph ``torch.compile(f, dynamic=True)`` hands a post-grad pass (``compiled.post_grad_graph``):
+    weights static, the token dim symbolic, placeholders named as ``f``'s parameters after a leading
+    ``tokens`` symbol."""
     register_ops()
-    shape_env = ShapeEnv()
-    mode = FakeTensorMode(shape_env=shape_env)
-    tokens = shape_env.create_symintnode(shape_env.create_symbol(TOKENS_HINT, ConstantSource("tokens")),
-                                         hint=TOKENS_HINT)
-    with mode:
-        fakes = [torch.empty((tokens, *shape) if is_tok else shape, dtype=dt) for shape, dt, is_tok in specs]
-        gm = make_fx(f, select_decomp_table(), tracing_mode="real")(*fakes)
-    view_to_reshape(gm)
-    gm.graph.eliminate_dead_code()  # e.g. the unused getitem 0 of an auto_functionalized `-> ()` op
-    gm.recompile()
-    return gm
+    return post_grad_graph(f, specs, TOKENS_HINT)
 
 
 def stack(layer: fx.GraphModule, layers: int, carried: int) -> fx.GraphModule:
     """``layers`` copies of ``layer`` chained: the first ``carried`` outputs of copy i are the first
-    ``carried`` inputs of copy i + 1 (the residual stream); every other input (the weights) is a
-    fresh placeholder per copy. Nodes are copied with their meta (fake values shared)."""
+    ``carried`` tensor inputs of copy i + 1 (the residual stream); the symbol placeholders are shared
+    and every other input (the weights) is a fresh placeholder per copy. Nodes are copied with their
+    meta (fake values shared)."""
     graph = fx.Graph()
     placeholders = [n for n in layer.graph.nodes if n.op == "placeholder"]
+    symbols = [p for p in placeholders if isinstance(p.meta.get("val"), torch.SymInt)]
+    tensors = [p for p in placeholders if p not in symbols]
+    shared: dict[fx.Node, fx.Node] = {}
+    for p in symbols:
+        shared[p] = graph.placeholder(p.name)
+        shared[p].meta = dict(p.meta)
     carry: list[fx.Node] = []
     outputs: list[Any] = []
     for i in range(layers):
-        env: dict[fx.Node, fx.Node] = {}
-        for k, ph in enumerate(placeholders):
+        env = dict(shared)
+        for k, ph in enumerate(tensors):
             if k < carried and carry:
                 env[ph] = carry[k]
             else:
-                base = ph.name.removesuffix("_1")  # make_fx names the placeholder of `x` "x_1"
-                env[ph] = graph.placeholder(f"{base}_l{i}" if k >= carried else base)
+                env[ph] = graph.placeholder(f"{ph.name}_l{i}" if k >= carried else ph.name)
                 env[ph].meta = dict(ph.meta)
         for node in layer.graph.nodes:
             if node.op == "placeholder":
@@ -237,7 +226,8 @@ def deepseek_v3_moe(layers: int = 1, tp: int = 8) -> fx.GraphModule:
 
 
 def deepseek_v32_indexer(eps: float = 1e-6) -> fx.GraphModule:
-    """q_c -> rms_norm -> view(-1, 1536) -> two group quants (q_b_proj and the indexer's wq_b)."""
+    """q_c -> rms_norm -> view(-1, 1536) (dropped by Inductor) -> two group quants (q_b_proj and the
+    indexer's wq_b)."""
     vllm, vir, bench = _ops()
     q_lora = DSV3["q_lora"]
     fp8 = _fp8()
@@ -284,7 +274,7 @@ def qwen3_next_gated_norm_3d() -> fx.GraphModule:
 LLAMA = dict(hidden=4096, heads=32, kv_heads=8, head_dim=128, inter=14336, eps=1e-5)
 
 
-def _llama(quant: Callable[..., Any], epilogue: Callable[[], None] = lambda: None) -> fx.GraphModule:
+def _llama(quant: Callable[..., Any]) -> fx.GraphModule:
     """A Llama layer; ``quant(x, scale)`` is a tensor (static: the GEMM folds the scale) or a
     ``(q, per-token scale)`` pair, both read by the GEMM as vLLM's fp8 linear reads them."""
     vllm, vir, bench = _ops()
@@ -304,7 +294,6 @@ def _llama(quant: Callable[..., Any], epilogue: Callable[[], None] = lambda: Non
         h2, residual = vir.fused_add_rms_norm(o, residual, w_post, eps)
         gate_up = gemm(quant(h2, s_gu), w_gu)
         out = gemm(quant(torch.ops.eqsat.silu_and_mul(gate_up), s_down), w_down)
-        epilogue()
         return out, residual
 
     scale = weight(1, 1, dtype=F32)
@@ -314,25 +303,18 @@ def _llama(quant: Callable[..., Any], epilogue: Callable[[], None] = lambda: Non
 
 
 def llama_fp8_static() -> fx.GraphModule:
-    """Llama-3-8B FP8 (static per-tensor activation scales) layer: each quant is
-    ``auto_functionalized(rocm_aiter_per_tensor_quant, out=empty, x, scale, is_dynamic=False)``,
-    and the graph ends by copying each (functionally "mutated") scale back into its input, as
-    functionalization leaves a mutated graph input (vllm-facts §0)."""
+    """Llama-3-8B FP8 (static per-tensor activation scales) layer: each quant is vLLM's
+    ``rocm_aiter_per_tensor_quant(out, x, scale, False)`` into an empty ``out``, which
+    functionalization turns into ``auto_functionalized`` and a copy of each (schema-"mutated") scale
+    back into its parameter at the end of the graph (vllm-facts §0)."""
     fp8 = _fp8()
-    written: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     def quant(x, scale):
         out = torch.empty(x.shape, dtype=fp8)
-        res = torch.ops.higher_order.auto_functionalized(torch.ops.vllm.rocm_aiter_per_tensor_quant.default,
-                                                         out=out, x=x, scale=scale, is_dynamic=False)
-        written.append((scale, res[2]))
-        return res[1]
+        torch.ops.vllm.rocm_aiter_per_tensor_quant(out, x, scale, False)
+        return out
 
-    def epilogue():
-        for scale, new in written:
-            scale.copy_(new)
-
-    return _llama(quant, epilogue)
+    return _llama(quant)
 
 
 def llama_fp8_per_token() -> fx.GraphModule:

@@ -230,7 +230,7 @@ def fake_dispatch_ms(runs: int = 50) -> dict[str, float]:
     output (what emitting those nodes costs at least, whoever emits them)."""
     gm = models.qwen3_next_gated_norm()
     val = {n.name: n.meta.get("val") for n in gm.graph.nodes}
-    x, z, w = val["getitem"], val["getitem_1"], val["w_norm_1"]
+    x, z, w = val["getitem"], val["getitem_1"], val["w_norm"]
     mode = detect_fake_mode([x])
     kernel = torch.ops.vllm.rocm_aiter_fused_rms_gated_fp8_group_quant.default
     calls = {"fused gated kernel": lambda: kernel(x, w, None, z, 1e-6, True, "silu", 128),

@@ -351,3 +351,9 @@ def test_the_paired_ab_compares_two_checkouts_side_by_side(capsys):
     row = capsys.readouterr().out.splitlines()[-1]
     old, new = (float(x) for x in row.split()[4:6])
     assert row.startswith("gpt-oss router + pad") and old > 0 and new > 0 and "ms (" in row
+
+
+def test_the_fake_dispatch_floor_is_measured_on_the_qwen_graph():
+    from benchmarks.pass_time import fake_dispatch_ms
+    got = fake_dispatch_ms(runs=2)
+    assert set(got) == {"fused gated kernel", "reshape"} and all(ms > 0 for ms in got.values())

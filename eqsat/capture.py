@@ -13,6 +13,7 @@ from collections.abc import Callable
 
 import torch
 import torch.fx as fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -25,7 +26,8 @@ def trace_tokens(f: Callable[..., object], *inputs: torch.Tensor) -> torch.fx.Gr
     token_sizes = {t.shape[0] for t in inputs if t.dim() >= 2}
     tokens = {n: shape_env.create_symintnode(shape_env.create_symbol(n, ConstantSource(f"tokens{n}")), hint=n)
               for n in token_sizes}
-    with mode:
+    with mode, enable_python_dispatcher():  # SymInt-aware decompositions, as torch.compile traces: some C++
+        # meta kernels (constant_pad_nd's) read sizes as ints and would specialize the token symbol
         fakes = [torch.empty_strided((tokens[t.shape[0]], *t.shape[1:]), t.stride(), dtype=t.dtype)
                  if t.dim() >= 2 else mode.from_tensor(t, static_shapes=True) for t in inputs]
         return make_fx(f, tracing_mode="real")(*fakes)

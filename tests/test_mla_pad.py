@@ -213,6 +213,15 @@ def test_fuse_add_rmsnorm_pad(n, mult):
                 fires=("pad-to-multiple", "slice-of-pad", "fuse-K_add_rmsnorm_pad"))
 
 
+def test_a_traced_pad_keeps_the_token_dim_symbolic():
+    """constant_pad_nd's C++ meta kernel reads sizes as ints: traced without the Python dispatcher it
+    specialized the token symbol to the example's 8, and every pad test ran on a static graph."""
+    gm = trace(lambda x: torch.nn.functional.pad(x, (0, 64)), rand(TOKENS, 2880))
+    (pad,) = [n for n in gm.graph.nodes if n.target is aten.constant_pad_nd.default]
+    tokens = pad.meta["val"].shape[0]
+    assert isinstance(tokens, torch.SymInt) and not isinstance(tokens.node.expr, int) and not tokens.node.expr.is_number
+
+
 def test_fuse_add_rmsnorm_pad_own_ops():
     def before(x, r, w):
         normed, res = own.fused_add_rms_norm(x, r, w, 1e-6)

@@ -1,10 +1,10 @@
 """Capture the graph ``torch.compile(dynamic=True)`` hands a post-grad pass, without compiling it.
 
-``post_grad_graph(f, specs)`` wraps ``f`` in a module whose weights are parameters (static shapes,
-as a model's are) and its activations inputs whose dims but the first are marked static (the token
-dim is the one symbol, as vLLM marks it; Python floats such as eps stay constants, as a model's module
-attributes do, where ``dynamic=True`` alone would make ``f``'s closure floats graph inputs), runs ``torch.compile(dynamic=True)`` on CPU with a
-custom post-grad pass that copies the graph and stops Inductor there (nothing is code-generated or
+``post_grad_graph(f, specs)`` wraps ``f`` in a module whose weights are parameters (static
+shapes, as a model's are) and whose activations are inputs with every dim but the first marked
+static (the token dim is the one symbol, as vLLM marks it). Python floats such as eps stay
+constants, as a model's module attributes do; ``dynamic=True`` alone would make ``f``'s closure
+floats graph inputs. It runs ``torch.compile(dynamic=True)`` on CPU with a custom post-grad pass that copies the graph and stops Inductor there (nothing is code-generated or
 run, so weights and activations are never read), and returns the copy: what vLLM's passes and
 eqsat see inside Inductor (decompositions, functionalization with ``auto_functionalized`` v1 as
 vLLM configures it, views as reshapes, Inductor's own post-grad patterns applied, mutated inputs

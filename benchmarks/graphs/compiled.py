@@ -4,12 +4,13 @@
 shapes, as a model's are) and whose activations are inputs with every dim but the first marked
 static (the token dim is the one symbol, as vLLM marks it). Python floats such as eps stay
 constants, as a model's module attributes do; ``dynamic=True`` alone would make ``f``'s closure
-floats graph inputs. It runs ``torch.compile(dynamic=True)`` on CPU with a custom post-grad pass that copies the graph and stops Inductor there (nothing is code-generated or
-run, so weights and activations are never read), and returns the copy: what vLLM's passes and
-eqsat see inside Inductor (decompositions, functionalization with ``auto_functionalized`` v1 as
-vLLM configures it, views as reshapes, Inductor's own post-grad patterns applied, mutated inputs
-copied back at the end, one ``SymInt`` placeholder per symbol). Placeholders are renamed to
-``f``'s parameter names (the symbol's to ``tokens``) and put in ``f``'s order, the symbol first.
+floats graph inputs. It runs ``torch.compile(dynamic=True)`` on CPU with a custom post-grad pass
+that copies the graph and stops Inductor there (nothing is code-generated or run, so weights and
+activations are never read), and returns the copy: what vLLM's passes and eqsat see inside
+Inductor (decompositions, functionalization with ``auto_functionalized`` v1 as vLLM configures
+it, views as reshapes, Inductor's own post-grad patterns applied, mutated inputs copied back at
+the end, one ``SymInt`` placeholder per symbol). Placeholders are renamed to ``f``'s parameter
+names (the symbol's to ``tokens``) and put in ``f``'s order, the symbol first.
 
 Each capture resets TorchDynamo (``torch._dynamo.reset``): captures of one module class would
 otherwise pile up as recompilations of one frame and hit Dynamo's cache limit.

@@ -228,7 +228,8 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"{os.getloadavg()[0]:.1f} at the end (a load above 0 means other processes shared the CPUs).", "",
         "Graphs: `benchmarks/graphs/models.py`, each the graph `torch.compile(dynamic=True)` hands a post-grad "
         "pass on CPU (`benchmarks/graphs/compiled.py`: vLLM ops, weights a module's parameters, the token dim the "
-        "one symbol, GEMM / attention / MoE as opaque stand-ins; the L-layer graphs copy one captured layer). Baseline: `benchmarks/baseline/pattern_matcher.py` "
+        "one symbol, GEMM / attention / MoE as opaque stand-ins; the L-layer graphs copy one captured layer). "
+        "Baseline: `benchmarks/baseline/pattern_matcher.py` "
         f"({bench.baseline.registrations} `register_replacement`s, what vLLM 0.33.0 registers for this family on an "
         "MI300 with the AITER fusions on and `quant_fp8` enabled, in its order, passes and tracing, each replacement "
         "the fused op eqsat would pick; vllm-facts §1.2 pattern numbers: "

@@ -349,8 +349,7 @@ def loads(text: str) -> fx.GraphModule:
             name = entry.get("name") if isinstance(entry, dict) else None
             raise GraphFileError(f"node {name!r}: {exc}") from None
     gm = fx.GraphModule(torch.nn.Module(), graph)
-    with enable_python_dispatcher():  # SymInt-aware decompositions, as Inductor propagates fake values:
-        # some C++ meta kernels (constant_pad_nd's) read sizes as ints and would specialize the symbols
+    with enable_python_dispatcher():  # as capture.trace_tokens: keeps constant_pad_nd from specializing symbols
         FakeTensorProp(gm, loader.mode).propagate_dont_convert_inputs(*inputs)
     graph.output_node().meta.pop("val", None)  # post-grad graphs carry no value on the output node
     return gm

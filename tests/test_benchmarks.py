@@ -218,7 +218,7 @@ TARGETS: dict[str, tuple[tuple[str, ...], Callable[[], fx.GraphModule], dict[str
     "#5 double": (("double",), lambda: _tiny(lambda x, w, w2: _twice(_rms(x, w))),
                   {"rmsnorm_fp8_group_quant": 2}),
     "#5 double (indexer)": (("double",), models.deepseek_v32_indexer, {"rmsnorm_fp8_group_quant": 2}),
-    "#6 double_view": (("double_view",), lambda: _indexer_with_view(), {"rmsnorm_fp8_group_quant": 2}),
+    "#6 double_view": (("double_view",), _indexer_with_view, {"rmsnorm_fp8_group_quant": 2}),
     "#7 gated": (("gated",), models.qwen3_next_gated_norm, {"fused_rms_gated_fp8_group_quant": 1}),
     "#7 gated 3-D": (("gated",), models.qwen3_next_gated_norm_3d, {"fused_rms_gated_fp8_group_quant": 1}),
     "#8 rms_static": (("rms_static",), _rms_static, {"fused_rms_fp8_per_tensor_static_quant": 1}),
@@ -309,13 +309,14 @@ def _real_inputs(gm: fx.GraphModule) -> list[torch.Tensor | int]:
     """Random inputs for ``gm``'s placeholders, the token dim (and count) 64;
     static scales 0.1, fp8 weights small."""
     g = torch.Generator().manual_seed(0)
+    tokens = 64
     out = []
     for n in gm.graph.nodes:
         if n.op == "placeholder" and isinstance(n.meta["val"], torch.SymInt):  # the token count
-            out.append(8 * 8)
+            out.append(tokens)
         elif n.op == "placeholder":
             v = n.meta["val"]
-            t = torch.randn([8 * 8 if isinstance(d, torch.SymInt) else d for d in v.shape], generator=g)
+            t = torch.randn([tokens if isinstance(d, torch.SymInt) else d for d in v.shape], generator=g)
             out.append(torch.full_like(t, 0.1) if tuple(v.shape) == (1, 1) else (t * 0.05 if v.dtype.itemsize == 1
                                                                                  else t).to(v.dtype))
     return out

@@ -19,12 +19,12 @@ GEMMs, attention and MoE are opaque stand-ins (namespace ``eqsat_bench``) so the
   indexer's q_c (the model's ``view(-1, 1536)`` between them is a no-op Inductor drops before
   post-grad passes, so this is vLLM pattern #5's graph, not #6's).
 - vLLM patterns #7, #1/#2/#8/#9 and #11, written in vLLM's spelling (a catalog without a kernel
-  for one honestly reports 0 fusions there): ``qwen3_next_gated_norm(layout)`` (native RMSNormGated
-  -> reshape -> group quant, both head layouts; fp8 models run the gated norm native, so there is no ``fla_rms_norm_gated``
-  node), ``llama_fp8_static()`` / ``llama_fp8_per_token()`` (fused-add norm -> static per-tensor /
-  dynamic per-token quant, as ``auto_functionalized(rocm_aiter_per_tensor_quant)`` /
-  ``rocm_aiter_per_token_quant``, whose q and scale the GEMM reads), ``gpt_oss_router_pad()``
-  (fused-add norm -> router GEMM + pad to 2944).
+  for one honestly reports 0 fusions there): ``qwen3_next_gated_norm(layout)`` (native
+  RMSNormGated -> reshape -> group quant, both head layouts; fp8 models run the gated norm native,
+  so there is no ``fla_rms_norm_gated`` node), ``llama_fp8_static()`` / ``llama_fp8_per_token()``
+  (fused-add norm -> static per-tensor / dynamic per-token quant, as
+  ``auto_functionalized(rocm_aiter_per_tensor_quant)`` / ``rocm_aiter_per_token_quant``, whose q
+  and scale the GEMM reads), ``gpt_oss_router_pad()`` (fused-add norm -> router GEMM + pad to 2944).
 
 ``GRAPHS`` names every single-graph builder. Stand-in ops are defined once per process and never
 override an op that already exists (e.g. when the real vLLM is imported).

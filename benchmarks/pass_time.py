@@ -21,6 +21,8 @@ Per graph of ``benchmarks.graphs.models``:
   (``Engine.declare_for``), and the baseline registering its 33 patterns (what vLLM registers for this
   family on an MI300); "incl. one-off" speedups add each to its optimizer's per-graph time.
 - e-graph size and predicted time before / after (eqsat's report; profile mi300x, sizes 256).
+- where eqsat's time goes beyond its own code (``benchmarks.time_split``): egglog's calls, and torch
+  computing the fake values of the nodes each pass writes.
 
 Scaling: DeepSeek-V3 with L = 1, 4, 16, 61 layers, both optimizers, a least-squares line through
 eqsat's times, the per-stage split (``Report.stage_ms``) and a cProfile of one 61-layer run.
@@ -43,15 +45,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from pathlib import Path
 
-import torch
 import torch.fx as fx
-from torch._guards import detect_fake_mode
 
 import eqsat
 from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
 from benchmarks.graphs import models
 from benchmarks.pass_time_report import Row, Timing, plot, render
 from benchmarks.sites import fused_op, fusion_sites
+from benchmarks.time_split import split
 from eqsat.api import gc_paused
 from eqsat.capture import copy_graph
 from eqsat.fx_in import Imported, import_graph
@@ -170,8 +171,10 @@ class Bench:
         engine, declare, register = self.one_offs(gm)
         (eq_t, report, eq_gm), (pm_t, count, pm_gm) = timed_runs(gm, (self.eqsat(engine), self.baseline_run), runs)
         kernels = Counter(k for k in map(fused_op, pm_gm.graph.nodes) if k)
+        parts = split(gm, engine, self.eqsat(engine), self.baseline_run, runs=max(runs, 15))
         return Row(name, len(gm.graph.nodes), build_ms, eq_t, pm_t, report, fusion_sites(eq_gm),
-                   fusion_sites(pm_gm), count, statistics.median(declare), statistics.median(register), kernels)
+                   fusion_sites(pm_gm), count, statistics.median(declare), statistics.median(register), kernels,
+                   parts)
 
 
 def interleaved(bench: Bench, layers: Sequence[int], rounds: int) -> dict[int, float]:
@@ -224,30 +227,6 @@ def profile_run(bench: Bench, gm: fx.GraphModule, layers: int, path: Path | None
     return report, rows
 
 
-def fake_dispatch_ms(runs: int = 50) -> dict[str, float]:
-    """Median ms torch takes to compute the fake value of one new node with a symbolic token dim, on
-    the Qwen3-Next graph's own values: the fused gated kernel eqsat writes there, and a reshape of its
-    output (what emitting those nodes costs at least, whoever emits them)."""
-    gm = models.qwen3_next_gated_norm()
-    val = {n.name: n.meta.get("val") for n in gm.graph.nodes}
-    x, z, w = val["getitem"], val["getitem_1"], val["w_norm"]
-    mode = detect_fake_mode([x])
-    kernel = torch.ops.vllm.rocm_aiter_fused_rms_gated_fp8_group_quant.default
-    calls = {"fused gated kernel": lambda: kernel(x, w, None, z, 1e-6, True, "silu", 128),
-             "reshape": lambda: torch.ops.aten.reshape.default(x, [-1, 1024])}
-    out = {}
-    with mode:
-        for name, call in calls.items():
-            call()
-            times = []
-            for _ in range(runs):
-                start = time.perf_counter()
-                call()
-                times.append((time.perf_counter() - start) * 1e3)
-            out[name] = statistics.median(times)
-    return out
-
-
 def main(argv: Sequence[str] = ()) -> int:
     quick = "--quick" in argv
     write = "--write" in argv or not quick
@@ -263,8 +242,7 @@ def main(argv: Sequence[str] = ()) -> int:
     default_budget = eqsat.optimize(copy_graph(big), replace(OPTIONS, budgets=eqsat.Budgets()),
                                     engine=bench.engine_for(big))
     curve = interleaved(bench, layers, rounds=5 if quick else 15)
-    text = render(bench, rows, scaling, layers, command, profiled, default_budget, load, fake_dispatch_ms(),
-                  curve) + "\n"
+    text = render(bench, rows, scaling, layers, command, profiled, default_budget, load, curve) + "\n"
     print(text)
     if write:
         RESULTS.mkdir(exist_ok=True)

@@ -21,6 +21,7 @@ from benchmarks.sites import fused
 
 if TYPE_CHECKING:
     from benchmarks.pass_time import Bench
+    from benchmarks.time_split import Split
 
 HERE = Path(__file__).resolve().parent
 TARGET_LAYER_MS, TARGET_61_S, TARGET_SPEEDUP = 30.0, 2.0, 10.0
@@ -56,6 +57,7 @@ class Row:
     declare_ms: float  # eqsat's one-off: a fresh engine declaring what this graph can fire
     register_ms: float  # the baseline's one-off: a fresh instance registering its patterns
     pm_kernels: Counter[str] = field(default_factory=Counter)
+    split: Split | None = None  # where the time goes beyond eqsat's own code (benchmarks.time_split)
 
     @property
     def eq(self) -> float:
@@ -106,6 +108,30 @@ def graph_table(rows: Sequence[Row], bench: Bench) -> list[str]:
             f"| {r.report.egraph_nodes} / {r.report.egraph_classes} "
             f"| {r.report.predicted_before_us:.1f} → {r.report.predicted_after_us:.1f} |")
     return lines
+
+
+def split_table(rows: Sequence[Row]) -> list[str]:
+    """eqsat's time split into egglog, torch's fake values and its own Python, beside the baseline's
+    fake values and the time a 10x speedup leaves eqsat; then, for each graph over that time, what
+    egglog and torch alone take of it."""
+    lines = ["| graph | eqsat ms | egglog | torch fake values (nodes) | eqsat's Python | baseline ms "
+             "| baseline's torch fake values (nodes) | eqsat ms for 10x |", "|---|---|---|---|---|---|---|---|"]
+    short = []
+    for r in rows:
+        s = r.split
+        if s is None:
+            continue
+        budget = r.pm / TARGET_SPEEDUP
+        lines.append(f"| {r.name} | {s.eqsat_ms:.2f} | {s.egglog_ms:.2f} | {s.eqsat_fake_ms:.2f} ({s.eqsat_written}) "
+                     f"| {s.python_ms:.2f} | {r.pm:.1f} | {s.baseline_fake_ms:.2f} ({s.baseline_written}) "
+                     f"| {budget:.2f} |")
+        if r.pm_replacements and r.eq > budget:
+            floor = s.egglog_ms + s.eqsat_fake_ms
+            short.append(f"- **{r.name}**: {r.eq:.2f} ms against the {budget:.2f} ms a 10x speedup allows; egglog "
+                         f"and torch's fake values alone take {floor:.2f} ms ({floor / budget:.0%} of it), "
+                         f"leaving {max(budget - floor, 0):.2f} ms for eqsat's own code, which took "
+                         f"{s.python_ms:.2f} ms.")
+    return [*lines, *([""] + short if short else [])]
 
 
 def stage_table(rows: Sequence[Row]) -> list[str]:
@@ -204,7 +230,7 @@ def verdict(ok: bool) -> str:
 
 def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Sequence[int], command: str,
            profiled: tuple[eqsat.Report, list[str]], default_budget: eqsat.Report, load: tuple[float, ...],
-           fake_ms: dict[str, float], curve: dict[int, float]) -> str:
+           curve: dict[int, float]) -> str:
     layer, top, big = rows[0], scaling[-1], max(layers)
     ys = [curve[n] for n in layers]  # the interleaved run: one slow spell does not bend the curve
     a, b, r2 = fit(layers, ys)
@@ -283,6 +309,13 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "eqsat's time per stage on each graph (ms, `Report.stage_ms` of the median warm run; *other* is the "
         "rest of `optimize`: setting up, emptying the engine's tables after the graph, the collector's run "
         "when the pass ends):", "", *stage_table(rows), "",
+        "Where eqsat's time goes beyond its own code (`benchmarks/time_split.py`, outside the timed runs): *egglog* "
+        "is the time inside egglog's calls over the median of 15 or more runs with the engine's e-graph behind a "
+        "stopwatch; *torch fake values* re-times, under the graph's fake mode, the dispatch of each node a pass "
+        "wrote whose fake value it had to compute (torch's shape propagation with the token dim symbolic, which "
+        "either pass pays for the nodes it writes; eqsat reuses an original node's value where a new node "
+        "computes an old value and is no view); *eqsat's Python* is the rest. *eqsat ms for 10x* is the "
+        "baseline's warm time over 10.", "", *split_table(rows), "",
         "## Scaling: DeepSeek-V3, L layers", "",
         "| L | FX nodes | build ms | eqsat ms: warm (cold) | CPU ms | ms / layer | baseline ms: warm (cold) "
         "| speedup: warm (cold) | eqsat fusions | baseline fusions | e-graph nodes |",
@@ -311,14 +344,11 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         f"With the default budget (`Budgets()`, {eqsat.Budgets().seconds:g} s) the {big}-layer graph gives: "
         f"{default_budget.summary()}.", "",
         "## Notes", "",
-        "- On the small graphs no stage dominates (the per-graph stage table). Part of the time is not eqsat's "
-        "code: torch computes each new node's fake value (its shape, with the token dim symbolic) by "
-        "dispatching the op under the graph's fake mode, "
-        + ", ".join(f"{v:.2f} ms for {k}" for k, v in fake_ms.items())
-        + " on the Qwen3-Next graph's values in this run (the baseline pays the same for the nodes it "
-        "writes; eqsat reuses an original node's value where the new node computes the same value and is no "
-        "view); and egglog charges for every row inserted, matched and deleted and for every call, which puts "
-        "load, saturate and emptying the tables at about 1 ms on the smallest graph.",
+        "- On the small graphs no stage dominates (the per-graph stage table), and part of the time is not eqsat's "
+        "code (the split table): egglog charges for every row inserted, matched and deleted and for every call, "
+        "about 1 ms a graph even on the smallest; and where eqsat writes a node whose value no original node "
+        "has (a view of a kernel's output, a kernel with no original of its shape), torch computes its fake "
+        "value, 0.5-1.5 ms a node with the token dim symbolic.",
         "- Load was the largest stage at f0df88b (egglog compiling one rule of a `let` per term: 47% of the "
         "61-layer run). Terms now enter as rows egglog reads with `input` (eqsat.load), and an engine "
         "declares a rule the first time a graph can fire it (rewrites.reach) and empties its tables after "

@@ -1,0 +1,122 @@
+"""Where a pass's time goes beyond its own code, per graph: egglog's calls, and torch computing the
+fake value (shape, dtype, strides; the token dim symbolic) of each node the pass writes.
+
+``split(gm, engine, run_eqsat, run_baseline)`` measures, outside the timed runs of
+``benchmarks.pass_time``:
+- **egglog**: the engine's e-graph is wrapped in a stopwatch for ``runs`` eqsat runs (each on a fresh
+  copy), which times every call into egglog (``run_program``, ``parse_program``, ``freeze``); the
+  median run's total and egglog share are kept;
+- **fake values**: each pass is run once more on a fresh copy; every node it wrote whose value is
+  not an original node's (eqsat reuses one where a new node computes an old value and is no view)
+  has its op dispatched again on its inputs' fake values under the graph's fake mode, and the
+  medians are summed. That is the least either pass pays to write those nodes, whoever writes them.
+
+Nothing here changes what a pass does: the stopwatch passes every call through.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torch._guards import detect_fake_mode
+from torch.fx.node import map_aggregate
+
+from eqsat.capture import copy_graph
+from eqsat.load import Engine
+
+
+@dataclass(frozen=True)
+class Split:
+    eqsat_ms: float  # the median instrumented run
+    egglog_ms: float  # of it, in egglog's calls
+    eqsat_fake_ms: float  # torch's fake dispatch of the nodes eqsat wrote (re-timed)
+    eqsat_written: int  # nodes eqsat wrote whose fake value it had to compute
+    baseline_fake_ms: float  # the same for the baseline's replacement nodes
+    baseline_written: int
+
+    @property
+    def python_ms(self) -> float:
+        """eqsat's own code: the rest."""
+        return max(self.eqsat_ms - self.egglog_ms - self.eqsat_fake_ms, 0.0)
+
+
+class _Stopwatch:
+    """An egglog e-graph whose calls are timed (``spent`` seconds); everything else passes through."""
+
+    TIMED = ("run_program", "parse_program", "freeze")
+
+    def __init__(self, egraph: object) -> None:
+        self.inner, self.spent = egraph, 0.0
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.inner, name)
+        if name not in self.TIMED:
+            return attr
+
+        def timed(*args: object, **kwargs: object) -> object:
+            start = time.perf_counter()
+            try:
+                return attr(*args, **kwargs)
+            finally:
+                self.spent += time.perf_counter() - start
+
+        return timed
+
+
+def _values(node: fx.Node) -> list[object]:
+    val = node.meta.get("val")
+    return list(val) if isinstance(val, (tuple, list)) else [val]
+
+
+def fake_dispatch(gm: fx.GraphModule, run: Callable[[fx.GraphModule], object], reps: int = 20) -> tuple[float, int]:
+    """Run ``run`` on a fresh copy of ``gm``; the summed median ms of dispatching again, under the graph's
+    fake mode, each call it wrote whose fake value is new, and how many there were."""
+    copy = copy_graph(gm)
+    before = set(copy.graph.nodes)
+    old_vals = {id(v) for n in before for v in _values(n) if v is not None}
+    run(copy)
+    written = [n for n in copy.graph.nodes if n not in before and n.op == "call_function"
+               and not all(id(v) in old_vals for v in _values(n))]
+    mode = detect_fake_mode([v for n in before for v in _values(n) if isinstance(v, torch.Tensor)])
+    total = 0.0
+    for node in written:
+        args, kwargs = map_aggregate((node.args, node.kwargs),
+                                     lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            if mode is None:
+                node.target(*args, **kwargs)
+            else:
+                with mode:
+                    node.target(*args, **kwargs)
+            times.append((time.perf_counter() - start) * 1e3)
+        total += statistics.median(times)
+    return total, len(written)
+
+
+def split(gm: fx.GraphModule, engine: Engine, run_eqsat: Callable[[fx.GraphModule], object],
+          run_baseline: Callable[[fx.GraphModule], object], runs: int = 15) -> Split:
+    """``run_eqsat`` must run eqsat with ``engine`` (see the module docstring)."""
+    real = engine.egraph
+    watch = _Stopwatch(real)
+    engine.egraph = watch  # type: ignore[assignment]
+    samples = []
+    try:
+        for _ in range(runs):
+            copy = copy_graph(gm)
+            watch.spent = 0.0
+            start = time.perf_counter()
+            run_eqsat(copy)
+            samples.append(((time.perf_counter() - start) * 1e3, watch.spent * 1e3))
+    finally:
+        engine.egraph = real
+    total, egglog = sorted(samples)[len(samples) // 2]
+    eq_fake, eq_n = fake_dispatch(gm, run_eqsat)
+    pm_fake, pm_n = fake_dispatch(gm, run_baseline)
+    return Split(total, egglog, eq_fake, eq_n, pm_fake, pm_n)

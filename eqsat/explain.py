@@ -17,7 +17,9 @@ chain's boundary traffic. Both name the model source lines (``node.meta["stack_t
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 
 import torch.fx as fx
 
@@ -82,13 +84,30 @@ def _op_name(node: ENode) -> str:
     return str(node.args[0]) if node.op[1:].isdigit() else node.op
 
 
+_FRAME = re.compile(r'File "(?P<path>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)')
+
+
+def _where(frame: str) -> str:
+    """``path:line (function)`` of a stack-trace frame line, the path relative to the working
+    directory when it lies under it (a model's own source, as a user runs ``explain`` from its repo)."""
+    m = _FRAME.search(frame)
+    if m is None:
+        return frame
+    path = Path(m["path"])
+    if path.is_absolute() and path.is_relative_to(Path.cwd()):
+        path = path.relative_to(Path.cwd())
+    return f"{path}:{m['line']} ({m['fn']})"
+
+
 def _source(nodes: list[fx.Node]) -> list[str]:
+    """The innermost model-source frame of each node's stack trace, once each, in node order."""
     out = []
     for n in nodes:
         trace = n.meta.get("stack_trace") or ""
         lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip().startswith("File ")]
-        if lines and lines[-1] not in out:
-            out.append(lines[-1])
+        where = _where(lines[-1]) if lines else None
+        if where is not None and where not in out:
+            out.append(where)
     return out
 
 

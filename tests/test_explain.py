@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+import torch.fx as fx
 
 from eqsat import cli
 from eqsat.explain import as_json, discover, explain
@@ -77,3 +78,14 @@ def test_cli_explain(tmp_path, capsys):
     assert cli.main(["explain", f"{src}:layer", "--discover"]) == 0
     out = capsys.readouterr().out
     assert "K_rmsnorm_fp8_group_quant" in out and "chosen" in out and "chain" in out
+
+
+def test_sites_name_their_source_relative_to_the_working_directory(tmp_path, monkeypatch):
+    from eqsat.explain import _source
+    monkeypatch.chdir(tmp_path)
+    g = fx.Graph()
+    a, b, c = (g.placeholder(n) for n in "abc")
+    a.meta["stack_trace"] = f'  File "{tmp_path}/models/llama.py", line 12, in forward\n    y = norm(x)\n'
+    b.meta["stack_trace"] = '  File "/elsewhere/lib.py", line 3, in helper\n    return f(x)\n'
+    c.meta["stack_trace"] = a.meta["stack_trace"]  # named once
+    assert _source([a, b, c]) == ["models/llama.py:12 (forward)", "/elsewhere/lib.py:3 (helper)"]

@@ -1,6 +1,6 @@
 """Pass time and fusions found on model-shaped graphs: eqsat against Inductor's pattern matcher.
 
-    python -m benchmarks.pass_time            # full run, writes results/pass_time.md, .png, profile_61.txt
+    python -m benchmarks.pass_time            # full run, writes results/pass_time.md, the plots, profile_61.txt
     python -m benchmarks.pass_time --quick    # 3 runs, L = 1, 4, 8, prints only (add --write to write)
 
 Per graph of ``benchmarks.graphs.models``:
@@ -50,7 +50,7 @@ import torch.fx as fx
 import eqsat
 from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
 from benchmarks.graphs import models
-from benchmarks.pass_time_report import Row, Timing, plot, render
+from benchmarks.pass_time_report import Row, Timing, plot, plot_graphs, render
 from benchmarks.sites import fused_op, fusion_sites
 from benchmarks.time_split import split
 from eqsat.api import gc_paused
@@ -248,7 +248,9 @@ def main(argv: Sequence[str] = ()) -> int:
         RESULTS.mkdir(exist_ok=True)
         (RESULTS / "pass_time.md").write_text(text)
         plot(scaling, layers, RESULTS / "pass_time.png", curve)
-        print(f"written to {RESULTS}/pass_time.md, pass_time.png" + (", profile_61.txt" if 61 in layers else ""))
+        plot_graphs(rows, RESULTS / "pass_time_graphs.png")
+        print(f"written to {RESULTS}/pass_time.md, pass_time.png, pass_time_graphs.png"
+              + (", profile_61.txt" if 61 in layers else ""))
     return 0
 
 

@@ -194,6 +194,36 @@ def plot(scaling: Sequence[Row], layers: Sequence[int], path: Path, curve: dict[
     plt.close(fig)
 
 
+def plot_graphs(rows: Sequence[Row], path: Path) -> None:
+    """Per graph, eqsat's time split (egglog, torch's fake values, its own Python; the split's median
+    run) beside the time a 10x speedup over the baseline allows."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = [r for r in rows if r.split is not None]
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(shown) + 2.2))
+    ys = range(len(shown))
+    left = [0.0] * len(shown)
+    for label, part, color in (("egglog", "egglog_ms", "C2"), ("torch fake values", "eqsat_fake_ms", "C1"),
+                               ("eqsat's Python", "python_ms", "C0")):
+        widths = [getattr(r.split, part) for r in shown]
+        ax.barh(ys, widths, left=left, color=color, label=label, height=0.6)
+        left = [a + b for a, b in zip(left, widths, strict=True)]
+    ax.plot([r.pm / TARGET_SPEEDUP for r in shown], ys, "k|", markersize=18, mew=2,
+            label=f"baseline / {TARGET_SPEEDUP:g} (the time a {TARGET_SPEEDUP:g}x speedup allows)")
+    ax.set_yticks(list(ys), [r.name for r in shown], fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per graph")
+    ax.set_title("Where eqsat's time goes on each graph")
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncol=2, frameon=False)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def machine() -> str:
     cpu = platform.processor() or platform.machine()
     try:
@@ -317,6 +347,7 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "computes an old value and is no view; re-timed alone, the dispatch hits torch's fake-tensor cache, so "
         "this is the least it costs); *eqsat's Python* is the rest, and so also holds whatever the dispatch "
         "cost inside the pass beyond that. *eqsat ms for 10x* is the baseline's warm time over 10.", "", *split_table(rows), "",
+        "![where the time goes](pass_time_graphs.png)", "",
         "## Scaling: DeepSeek-V3, L layers", "",
         "| L | FX nodes | build ms | eqsat ms: warm (cold) | CPU ms | ms / layer | baseline ms: warm (cold) "
         "| speedup: warm (cold) | eqsat fusions | baseline fusions | e-graph nodes |",

@@ -368,3 +368,22 @@ def test_the_time_split_times_egglog_and_the_fake_values_each_pass_computes(full
     assert got.eqsat_written == 1 and got.eqsat_fake_ms > 0
     assert got.baseline_written >= 1 and got.baseline_fake_ms > 0
     assert fake_dispatch(gm, lambda g: None) == (0.0, 0)  # a pass that writes nothing costs nothing
+
+
+def test_the_split_table_names_what_a_10x_speedup_leaves_and_the_plot_is_written(tmp_path):
+    from benchmarks.pass_time_report import Row, Timing, plot_graphs, split_table
+    from benchmarks.time_split import Split
+
+    def row(name, eq_ms, pm_ms, parts):
+        return Row(name, 10, 1.0, Timing([eq_ms], [eq_ms], [eq_ms]), Timing([pm_ms], [pm_ms], [pm_ms]),
+                   eqsat.Report(), {}, {}, 1, 5.0, 300.0, split=parts)
+
+    rows = [row("slow", 5.0, 30.0, Split(5.0, 1.0, 1.5, 1, 3.0, 5)),
+            row("fast", 2.0, 40.0, Split(2.0, 1.0, 0.0, 0, 3.0, 5))]
+    text = "\n".join(split_table(rows))
+    assert "| slow | 5.00 | 1.00 | 1.50 (1) | 2.50 | 30.0 | 3.00 (5) | 3.00 |" in text
+    # only the graph over its 10x time is explained: egglog + fake values 2.5 ms of the 3 ms allowed
+    assert "**slow**: 5.00 ms against the 3.00 ms" in text and "2.50 ms (83% of it)" in text
+    assert "**fast**" not in text
+    plot_graphs(rows, tmp_path / "g.png")
+    assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"

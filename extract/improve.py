@@ -1,13 +1,22 @@
-"""Local improvement of a DAG selection: take every output of a multi-output e-node at once.
+"""Local improvement of a DAG selection: take, or leave, every output of a multi-output e-node at once.
 
-Greedy DAG extraction values each e-class on its own, so a multi-output kernel that is dearer than
-each output's own producer, but cheaper than all of them together (a dual-norm kernel, norm + pad),
-is never chosen. ``switch_multi_output`` tries, for every tuple-valued e-class, switching every live
-class that has one of its projections ``Get(t, i)`` to that projection at once, and keeps the
-switch when the DAG cost drops; within the same try, a live class may follow by reading one of the
-new outputs through another of its e-nodes (a slice of a padded output) where that is cheaper. Costs are kept incrementally with reference counts (a class dies
-when no live parent or root uses it), so each try costs the size of what it changes, not of the
-graph. The result passes ``check``; if a switch ever closed a cycle, the input selection is returned.
+Greedy DAG extraction values each e-class on its own, so two whole-kernel choices escape it:
+- **take**: a multi-output kernel that is dearer than each output's own producer, but cheaper than
+  all of them together (a dual-norm kernel, norm + pad), is never chosen. For every tuple-valued
+  e-class, every live class that has one of its projections ``Get(t, i)`` is switched to that
+  projection at once; within the same try, a live class may follow by reading one of the new
+  outputs through another of its e-nodes (a slice of a padded output) where that is cheaper;
+- **leave**: a fused kernel chosen for one output while another of its inputs' consumers keeps the
+  unfused producer alive (a norm whose bf16 output also feeds a router GEMM: the fused norm + quant
+  recomputes the norm) is kept, because dropping it pays off only when every one of its live
+  outputs moves at once. For every live tuple-valued e-class, each live class that reads it is
+  switched to its cheapest other e-node, in turn, so later switches see what earlier ones brought
+  alive (the quant's two outputs share one plain quant).
+Every tuple-valued e-class gets one take try, then one leave try (a second round found nothing
+more on the benchmark graphs and doubled the time); a try is kept when the DAG cost drops.
+Costs are kept incrementally with reference counts (a class dies when no live parent or root uses
+it), so each try costs the size of what it changes, not of the graph. The result passes ``check``;
+if a switch ever closed a cycle, the input selection is returned.
 """
 
 from __future__ import annotations
@@ -90,32 +99,9 @@ def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection
         for k in set(n.children):
             users.setdefault(k, []).append(i)
     dag = _Dag(egraph, selection, choices, cost)
-    changed = False
-    for gets in projections.values():
-        live = [(i, g) for i, g in gets if dag.refs[g] > 0]
-        todo = [(i, g) for i, g in live if dag.cur.get(g) != i]
-        if len({g for _, g in live}) != len(live) or not live:
-            continue
-        mark = len(dag.log)
-        delta = sum(dag.switch(g, i) for i, g in todo)
-        # a live value the new kernel also yields, read through another e-node of its class (the
-        # unpadded norm as a slice of the padded output): follow the switch where that is cheaper
-        for _, g in live:
-            for j in users.get(g, []):
-                c = egraph.nodes[j].eclass
-                if dag.refs[c] > 0 and dag.cur.get(c) != j:
-                    inner = len(dag.log)
-                    step = dag.switch(c, j)
-                    if step < -_EPS:
-                        delta += step
-                    else:
-                        dag.undo(inner)
-        if delta < -_EPS:
-            changed = True
-            dag.log.clear()
-        else:
-            dag.undo(mark)
-    if not changed:
+    kept = [_keep(dag, _take(dag, egraph, gets, users)) for gets in projections.values()]
+    kept += [_keep(dag, _leave(dag, egraph, t, gets)) for t, gets in projections.items()]
+    if not any(kept):
         return selection
     out = {c: i for c, i in dag.cur.items() if dag.refs[c] > 0}
     try:
@@ -123,3 +109,73 @@ def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection
     except ExtractionError:
         return selection
     return {c: out[c] for c in keep}
+
+
+def _keep(dag: _Dag, tried: tuple[int, float] | None) -> bool:
+    """Keep a try (its log mark and cost change) that lowered the cost; undo any other."""
+    if tried is None:
+        return False
+    mark, delta = tried
+    if delta < -_EPS:
+        dag.log.clear()
+        return True
+    dag.undo(mark)
+    return False
+
+
+def _take(dag: _Dag, egraph: EGraph, gets: list[tuple[int, int]],
+          users: dict[int, list[int]]) -> tuple[int, float] | None:
+    live = [(i, g) for i, g in gets if dag.refs[g] > 0]
+    todo = [(i, g) for i, g in live if dag.cur.get(g) != i]
+    if len({g for _, g in live}) != len(live) or not live:
+        return None
+    mark = len(dag.log)
+    delta = sum(dag.switch(g, i) for i, g in todo)
+    # a live value the new kernel also yields, read through another e-node of its class (the
+    # unpadded norm as a slice of the padded output): follow the switch where that is cheaper
+    for _, g in live:
+        for j in users.get(g, []):
+            c = egraph.nodes[j].eclass
+            if dag.refs[c] > 0 and dag.cur.get(c) != j:
+                inner = len(dag.log)
+                step = dag.switch(c, j)
+                if step < -_EPS:
+                    delta += step
+                else:
+                    dag.undo(inner)
+    return mark, delta
+
+
+def _leave(dag: _Dag, egraph: EGraph, t: int, gets: list[tuple[int, int]]) -> tuple[int, float] | None:
+    if dag.refs[t] == 0 or dag.own[dag.cur[t]] <= _EPS:  # a free tuple (a split): leaving it saves nothing
+        return None
+    readers = [(i, g) for i, g in gets if dag.refs[g] > 0 and dag.cur.get(g) == i]
+    if not readers:
+        return None
+    mark, delta = len(dag.log), 0.0
+    for i, g in readers:
+        # what an e-node adds when it comes alive: itself and the choices of its dead children, whose
+        # own children are live (``_near``); the reader's old e-node leaves the same either way
+        scored = [(dag.own[j] + sum(dag.own[_choice(dag, k)] for k in dag.kids[j] if dag.refs[k] == 0), j)
+                  for j in egraph.classes[g] if j != i and all(_near(dag, k) for k in dag.kids[j])]
+        if not scored:  # no other way to make this output: the kernel stays
+            dag.undo(mark)
+            return None
+        delta += dag.switch(g, min(scored)[1])
+    return mark, delta
+
+
+def _choice(dag: _Dag, k: int) -> int:
+    got = dag.cur.get(k)
+    return dag.choices[k] if got is None else got
+
+
+def _near(dag: _Dag, k: int) -> bool:
+    """Class ``k`` is alive, or would come alive on its own: its choice reads only live classes (a
+    plain quant of a live norm). ``_leave`` tries only such e-nodes, so a try brings at most one
+    kernel alive and costs a few steps, not a cascade down a native chain."""
+    if dag.refs[k] > 0:
+        return True
+    if k not in dag.cur and k not in dag.choices:
+        return False
+    return all(dag.refs[kk] > 0 for kk in dag.kids[_choice(dag, k)])

@@ -284,6 +284,21 @@ def test_other_graphs_run_cleanly_and_eqsat_covers_the_baseline(build, full_base
     assert not set(fused(fusion_sites(pm))) - set(fused(fusion_sites(eq)))
 
 
+def test_the_moe_layer_does_not_compute_its_post_attention_norm_twice():
+    """The norm's bf16 output also feeds the router and the routed experts, so the fused add + norm +
+    quant kernel would recompute it: greedy extraction leaves that kernel for a plain quant of the
+    norm, as the ILP does (it used to keep both, 6% dearer)."""
+    gm = models.deepseek_v3_moe()
+    greedy, ilp = copy_graph(gm), copy_graph(gm)
+    got = eqsat.optimize(greedy, OPTIONS)
+    want = eqsat.optimize(ilp, OPTIONS, extractor="ilp")
+    assert got.predicted_after_us == pytest.approx(want.predicted_after_us, abs=1e-6)
+    norms = Counter(str(n.target) for n in greedy.graph.nodes if "rms" in str(n.target))
+    assert norms == {"vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant.default": 1,
+                     "vllm_ir.fused_add_rms_norm.default": 1,
+                     "vllm.fused_mla_dual_rms_norm_group_quant.default": 1}, norms
+
+
 def _gated() -> fx.GraphModule:
     """Qwen3-Next's gated norm over ``(T*H, D)`` rows of token inputs (the benchmark graph's GDN
     stand-in returns zeros), -> ``reshape(-1, H*D)`` -> group quant."""

@@ -146,3 +146,25 @@ def test_greedy_repairs_a_cyclic_choice() -> None:
 def test_negative_cost_rejected(name: str) -> None:
     with pytest.raises(ExtractionError, match="negative"):
         EXTRACTORS[name](EGraph.from_nodes([node("a", 0, -1)], [0]), cost_of)
+
+
+def test_greedy_leaves_a_fused_kernel_whose_unfused_producer_stays_alive() -> None:
+    # x -> AddRms (outputs: norm, residual); the norm also feeds a root of its own (a router GEMM), so a
+    # fused AddRms + quant kernel K (outputs: q, scale, residual) recomputes it. Each of K's outputs alone
+    # is cheaper from K (5.5) than otherwise (q, scale: a plain Quant of the norm, 2 + 6; the residual:
+    # AddRms, 6), so greedy takes K for all three, and no single switch pays: K stays alive while any
+    # one of them reads it. AddRms + Quant (8) beats AddRms + K (11.5) only when all three leave K at once
+    own = {"Leaf": 0.0, "AddRms": 6.0, "K": 5.5, "Quant": 2.0, "Get": 0.0}
+    x, add, norm, res, k, quant, q, s = range(8)
+    nodes = [ENode("Leaf", (0,), x), ENode("AddRms", (Ref(x),), add), ENode("Get", (Ref(add), 0), norm),
+             ENode("Get", (Ref(add), 1), res), ENode("Get", (Ref(k), 2), res), ENode("K", (Ref(x),), k),
+             ENode("Quant", (Ref(norm),), quant), ENode("Get", (Ref(k), 0), q), ENode("Get", (Ref(quant), 0), q),
+             ENode("Get", (Ref(k), 1), s), ENode("Get", (Ref(quant), 1), s)]
+    eg = EGraph.from_nodes(nodes, [norm, q, s, res])
+
+    def cost(n: ENode) -> float:
+        return own[n.op]
+
+    assert dag_cost(eg, ilp_extract(eg, cost), cost) == 8.0
+    got = greedy_dag(eg, cost)
+    assert dag_cost(eg, got, cost) == 8.0 and k not in got

@@ -18,7 +18,8 @@ other dims are compared through the shape key), and the relation ``(contiguous t
 states them in one input row per FX node ``i`` (dtype, shape key, ndim, the last dim or -1 when
 symbolic, contiguous 0 or 1; ``eqsat.load_rows``), and rules of the ``load`` ruleset spread it into
 those functions of ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx``
-is no op: no rule reads it and it is never extracted. ``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
+is no op: no rule reads it and it is never extracted. ``(dtype-ok K d)`` lists the activation
+dtypes kernel ``K`` accepts; the catalog fills it.
 """
 
 from __future__ import annotations

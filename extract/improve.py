@@ -40,6 +40,11 @@ class _Dag:
             self.refs.update(self.kids[i])
         self.log: list[tuple[str, int, object]] = []
 
+    def choice(self, c: int) -> int:
+        """The e-node class ``c`` has, or takes when it comes alive."""
+        got = self.cur.get(c)
+        return self.choices[c] if got is None else got
+
     def _set(self, c: int, i: int | None) -> None:
         self.log.append(("cur", c, self.cur.get(c)))
         if i is None:
@@ -56,7 +61,7 @@ class _Dag:
             self.refs[c] += d
             if d > 0 and self.refs[c] == 1:  # comes alive
                 if c not in self.cur:
-                    self._set(c, self.choices[c])
+                    self._set(c, self.choice(c))
                 i = self.cur[c]
                 delta += self.own[i]
                 todo.extend((kk, 1) for kk in self.kids[i])
@@ -156,18 +161,13 @@ def _leave(dag: _Dag, egraph: EGraph, t: int, gets: list[tuple[int, int]]) -> tu
     for i, g in readers:
         # what an e-node adds when it comes alive: itself and the choices of its dead children, whose
         # own children are live (``_near``); the reader's old e-node leaves the same either way
-        scored = [(dag.own[j] + sum(dag.own[_choice(dag, k)] for k in dag.kids[j] if dag.refs[k] == 0), j)
+        scored = [(dag.own[j] + sum(dag.own[dag.choice(k)] for k in dag.kids[j] if dag.refs[k] == 0), j)
                   for j in egraph.classes[g] if j != i and all(_near(dag, k) for k in dag.kids[j])]
         if not scored:  # no other way to make this output: the kernel stays
             dag.undo(mark)
             return None
         delta += dag.switch(g, min(scored)[1])
     return mark, delta
-
-
-def _choice(dag: _Dag, k: int) -> int:
-    got = dag.cur.get(k)
-    return dag.choices[k] if got is None else got
 
 
 def _near(dag: _Dag, k: int) -> bool:
@@ -178,4 +178,4 @@ def _near(dag: _Dag, k: int) -> bool:
         return True
     if k not in dag.cur and k not in dag.choices:
         return False
-    return all(dag.refs[kk] > 0 for kk in dag.kids[_choice(dag, k)])
+    return all(dag.refs[kk] > 0 for kk in dag.kids[dag.choice(k)])

@@ -341,12 +341,13 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "when the pass ends):", "", *stage_table(rows), "",
         "Where eqsat's time goes beyond its own code (`benchmarks/time_split.py`, outside the timed runs): *egglog* "
         "is the time inside egglog's calls over the median of 15 or more runs with the engine's e-graph behind a "
-        "stopwatch; *torch fake values* re-times, under the graph's fake mode, the dispatch of each node a pass "
-        "wrote whose fake value it had to compute (torch's shape propagation with the token dim symbolic, which "
-        "either pass pays for the nodes it writes; eqsat reuses an original node's value where a new node "
-        "computes an old value and is no view; re-timed alone, the dispatch hits torch's fake-tensor cache, so "
-        "this is the least it costs); *eqsat's Python* is the rest, and so also holds whatever the dispatch "
-        "cost inside the pass beyond that. *eqsat ms for 10x* is the baseline's warm time over 10.", "", *split_table(rows), "",
+        "stopwatch; *torch fake values* is the time torch takes to make the fake value (shape propagation with "
+        "the token dim symbolic) of each node a pass wrote whose value is new, which either pass pays for the "
+        "nodes it writes: for eqsat, timed in the same runs as it makes them (`eqsat/fake_value.py`; it reuses "
+        "an original node's value where a new node computes an old value and is no view); for the baseline, "
+        "each such node's op dispatched again under the graph's fake mode (it then hits torch's fake-tensor "
+        "cache: the least it costs); *eqsat's Python* is the rest. *eqsat ms for 10x* is the baseline's warm "
+        "time over 10.", "", *split_table(rows), "",
         "![where the time goes](pass_time_graphs.png)", "",
         "## Scaling: DeepSeek-V3, L layers", "",
         "| L | FX nodes | build ms | eqsat ms: warm (cold) | CPU ms | ms / layer | baseline ms: warm (cold) "
@@ -380,7 +381,9 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "code (the split table): egglog charges for every row inserted, matched and deleted and for every call, "
         "about 1 ms a graph even on the smallest; and where eqsat writes a node whose value no original node "
         "has (a view of a kernel's output, a kernel with no original of its shape), torch computes its fake "
-        "value, 0.5-1.5 ms a node with the token dim symbolic.",
+        "value: with the token dim symbolic, 0.3-0.5 ms for a view (`eqsat/fake_value.py` makes a reshape as "
+        "an `as_strided` view and runs other views with torch's fake-tensor cache off, whose hits cost twice "
+        "that) and about 1.5 ms for a kernel.",
         "- Load was the largest stage at f0df88b (egglog compiling one rule of a `let` per term: 47% of the "
         "61-layer run). Terms now enter as rows egglog reads with `input` (eqsat.load), and an engine "
         "declares a rule the first time a graph can fire it (rewrites.reach) and empties its tables after "

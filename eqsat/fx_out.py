@@ -7,9 +7,10 @@ of its consumer, the chosen e-node of its class is materialised just before that
 - otherwise a node is created: a copy of the original call with new inputs, a ``getitem``, a
   ``reshape``, a catalog op in the vocabulary the input graph used, or a generic ATen call.
 New nodes get ``meta["val"]`` by running the op on the inputs' fake values under the graph's fake
-mode (symbolic shapes kept). Then uses are redirected, the graph is linted, and pure nodes left
-without users are erased. Any failure before erasure undoes every change (the graph is as it was);
-erasure cannot break a linted graph (``erase_node`` refuses a node that still has users).
+mode (symbolic shapes kept; ``eqsat.fake_value`` makes each kind as cheaply as torch allows). Then
+uses are redirected, the graph is linted, and pure nodes left without users are erased. Any failure
+before erasure undoes every change (the graph is as it was); erasure cannot break a linted graph
+(``erase_node`` refuses a node that still has users).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
+from eqsat.fake_value import fake_value
 from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.ir import dtype_from_name
 from eqsat.kernels.catalog import Catalog
@@ -207,11 +209,7 @@ class _Emitter:
             node.meta["val"] = known
             return node
         vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-        if self.fake_mode is not None:
-            with self.fake_mode:
-                node.meta["val"] = target(*vals[0], **vals[1])
-        else:
-            node.meta["val"] = target(*vals[0], **vals[1])
+        node.meta["val"] = fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass))
         return node
 
 

@@ -1,0 +1,117 @@
+"""``eqsat.fake_value``: each cheap way of making a new node's fake value gives the value torch gives
+when the node's op runs plainly under the graph's fake mode (sizes, strides, storage offset, dtype,
+and for a view its storage and base), with the token dim symbolic."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._dynamo.source import ConstantSource
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.fx.node import map_aggregate
+
+import eqsat
+from benchmarks.graphs import models
+from eqsat.capture import copy_graph
+from eqsat.fake_value import fake_value, row_major_strides
+from eqsat.fx_out import _Emitter
+
+aten = torch.ops.aten
+
+
+def _same(got: object, want: object) -> None:
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want)
+        for g, w in zip(got, want, strict=True):
+            _same(g, w)
+        return
+    assert isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)
+    assert (got.shape, got.stride(), got.storage_offset(), got.dtype) == \
+           (want.shape, want.stride(), want.storage_offset(), want.dtype)
+    assert got._is_view() == want._is_view()
+    if want._is_view():
+        assert got._base is want._base
+        assert got.untyped_storage()._cdata == want.untyped_storage()._cdata
+
+
+@pytest.fixture
+def mode() -> FakeTensorMode:
+    return FakeTensorMode(shape_env=ShapeEnv())
+
+
+def _symbolic(mode: FakeTensorMode, t: torch.Tensor) -> torch.Tensor:
+    """``t`` as a fake tensor whose first dim is a symbol (the token dim)."""
+    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] + [DimDynamic.STATIC] * (t.dim() - 1))
+    return mode.from_tensor(t, source=ConstantSource(f"t{id(t)}"), symbolic_context=ctx)
+
+
+@pytest.mark.parametrize("shape", [(6,), (6, 1), (2, 3), (1, 6), (2, 1, 3), (4, 8, 1), (3, 0, 2), ()])
+def test_row_major_strides_are_torchs(shape):
+    assert row_major_strides(torch.Size(shape)) == torch.empty(shape).stride()
+
+
+def test_row_major_strides_leave_a_symbolic_inner_dim_to_torch(mode):
+    x = _symbolic(mode, torch.empty(4, 8))
+    assert row_major_strides(x.shape) == (8, 1)  # the outermost dim never enters a stride
+    assert row_major_strides(x.t().shape) is None
+
+
+@pytest.mark.parametrize("src, dst", [((32, 128), (-1, 4096)), ((4096,), (-1, 32, 128)), ((32, 128), (-1, 1, 4096)),
+                                      ((8, 1), (-1, 8))])
+def test_a_reshape_of_a_contiguous_tensor_is_its_view(mode, src, dst):
+    x = _symbolic(mode, torch.empty(5, *src))
+    with mode:
+        want = aten.reshape.default(x, [dst[0], *dst[1:]])
+        known = torch.empty_like(want)  # what the original graph's value of the class would be
+        base_offset = aten.slice.Tensor(x, 0, 1)  # a contiguous view at a nonzero offset
+        want_offset = aten.reshape.default(base_offset, list(dst))
+    _same(fake_value(aten.reshape.default, (x, list(dst)), {}, mode, known), want)
+    _same(fake_value(aten.reshape.default, (base_offset, list(dst)), {}, mode, torch.empty_like(want_offset)),
+          want_offset)
+
+
+def test_a_reshape_of_a_strided_tensor_runs_the_op(mode):
+    x = _symbolic(mode, torch.empty(4, 8)).t()  # not contiguous: reshape copies
+    with mode:
+        want = aten.reshape.default(x, [-1])
+    got = fake_value(aten.reshape.default, (x, [-1]), {}, mode, want)
+    assert not got._is_view() and got.shape == want.shape and got.stride() == want.stride()
+
+
+def test_other_views_and_ops_run_the_op(mode):
+    x = _symbolic(mode, torch.empty(4, 2944))
+    with mode:
+        want_slice = aten.slice.Tensor(x, -1, 0, 2880)
+        want_add = aten.add.Tensor(x, x)
+    _same(fake_value(aten.slice.Tensor, (x, -1, 0, 2880), {}, mode), want_slice)
+    got = fake_value(aten.add.Tensor, (x, x), {}, mode)
+    assert (got.shape, got.stride(), got._is_view()) == (want_add.shape, want_add.stride(), False)
+    assert mode.cache_enabled  # the cache is back on after a view
+
+
+@pytest.mark.parametrize("build", [models.qwen3_next_gated_norm, models.qwen3_next_gated_norm_3d,
+                                   models.gpt_oss_router_pad])
+def test_every_value_emit_computes_is_the_one_torch_computes(build, monkeypatch):
+    """On the benchmark graphs where emit computes values (a kernel, reshapes of its outputs, a
+    slice of a padded output), each equals the value the node's op gives run plainly under the
+    graph's fake mode."""
+    models.register_ops()
+    made: list[tuple[object, object, FakeTensorMode, object]] = []
+    real = _Emitter._call
+
+    def call(self, target, args, kwargs, anchor, eclass):  # noqa: ANN001, ANN202
+        reused = eclass in self.reuse_classes and self._known_val(eclass) is not None
+        node = real(self, target, args, kwargs, anchor, eclass)
+        if not reused:
+            vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, torch.fx.Node) else a)
+            made.append((target, vals, self.fake_mode, node.meta["val"]))
+        return node
+
+    monkeypatch.setattr(_Emitter, "_call", call)
+    assert eqsat.optimize(copy_graph(build()), strict=True, recompile=False).changed
+    assert any(isinstance(t, torch._ops.OpOverload) and t.is_view for t, *_ in made)
+    for target, (args, kwargs), fmode, got in made:
+        with fmode:
+            want = target(*args, **kwargs)
+        _same(got, want)

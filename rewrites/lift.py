@@ -90,10 +90,13 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
 # rms chain over ``float(bf16(s32))`` matched as if it read ``s32`` (fixed upstream after it, in
 # egglog#880). A query with one atom over all its term variables plans as a single bag (checked by
 # ``tests/test_lift.py``), which is sound. So each big rule runs in two stages: ``<name>.match``
-# finds the query's table atoms only and records ``(Witness "<name>" t0 .. t31)`` over all their
-# term variables (padded with the last; a spurious witness is harmless: a term of its own that
-# nothing reads); ``<name>`` re-checks the witness, every atom and every side condition in one bag,
-# and only then unions. ``Witness`` is a row of ``eqsat.kernels.aten_ops``; nothing extracts it.
+# finds the query's term atoms only (its constructors; the fact atoms, ``dtype`` ``shape`` ``ndim``
+# ``dim``, are left to the second stage, so a fact some rule sets does not re-run the big join: an
+# iteration re-runs a rule once per atom whose table got rows) and records ``(Witness "<name>" t0 ..
+# t31)`` over all their term variables (padded with the last; a spurious witness is harmless: a term
+# of its own that nothing reads); ``<name>`` re-checks the witness, every atom and every side
+# condition in one bag, and only then unions. ``Witness`` is a row of ``eqsat.kernels.aten_ops``;
+# nothing extracts it.
 
 _TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     **{name: (sorts, "T") for name, sorts in FIXED_CONSTRUCTORS.items()},
@@ -101,6 +104,7 @@ _TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     "dtype": (("T",), "String"), "shape": (("T",), "String"), "ndim": (("T",), "i64"),
     "dim": (("T", "i64"), "i64"),
 }
+_FACTS = frozenset({"dtype", "shape", "ndim", "dim"})  # fact tables: checked by a staged rule's second stage
 _TOKEN = re.compile(r'\(|\)|"[^"]*"|[^\s()]+')
 
 
@@ -131,6 +135,7 @@ class _Flat:
     def __init__(self, query: tuple[str, ...], known: dict[str, tuple[tuple[str, ...], str]]) -> None:
         self.known = known
         self.tables: list[str] = []
+        self.structure: list[str] = []  # the table atoms over constructors (not facts)
         self.checks: list[str] = []
         self.sorts: dict[str, str] = {}
         self.seen: dict[str, str] = {}  # table atom -> the variable it binds
@@ -167,6 +172,8 @@ class _Flat:
         self.seen.setdefault(atom, v)
         self.sorts.setdefault(v, out_sort)
         self.tables.append(f"(= {v} {atom})")
+        if e[0] not in _FACTS:
+            self.structure.append(self.tables[-1])
         return v
 
 
@@ -178,7 +185,7 @@ def staged(r: Rule, rows: Iterable[KernelSpec] = ()) -> tuple[Rule, Rule]:
     if not 0 < len(terms) <= aten_ops.WITNESS_TERMS:
         raise ValueError(f"rule {r.name}: {len(terms)} term variables; a witness holds 1..{aten_ops.WITNESS_TERMS}")
     witness = f'(Witness "{r.name}" {" ".join(terms + terms[-1:] * (aten_ops.WITNESS_TERMS - len(terms)))})'
-    match = Rule(f"{r.name}.match", tuple(flat.tables), (witness,), r.numerics, r.family)
+    match = Rule(f"{r.name}.match", tuple(flat.structure), (witness,), r.numerics, r.family)
     check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics,
                  r.family)
     return match, check

@@ -38,21 +38,29 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
     return (step, *reversed(strides)) if sizes else ()
 
 
+def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
+    """``base`` (a fake value) reshaped row-major to ``known``'s shape, made as ``as_strided``; None
+    when ``base`` is not a contiguous tensor or a dim inside the outermost is symbolic (then the
+    reshape must run)."""
+    strides = row_major_strides(known.shape)
+    if not isinstance(base, torch.Tensor) or strides is None or not base.is_contiguous():
+        return None
+    with mode, disable_fake_tensor_cache(mode):
+        return aten.as_strided.default(base, known.shape, strides, base.storage_offset())
+
+
 def fake_value(target: object, args: tuple, kwargs: dict, mode: FakeTensorMode | None,
                known: torch.Tensor | None = None) -> object:
     """The value ``target(*args, **kwargs)`` has on fake inputs (``args`` hold fake values already);
     ``known``: a value of the same e-class from the original graph, whose shape the result has."""
     if mode is None:
         return target(*args, **kwargs)  # type: ignore[operator]
+    if target is aten.reshape.default and known is not None and not kwargs:
+        view = contiguous_view(args[0], known, mode)
+        if view is not None:
+            return view
     with mode:
-        if target is aten.reshape.default and known is not None and not kwargs:
-            base = args[0]
-            strides = row_major_strides(known.shape)
-            if isinstance(base, torch.Tensor) and strides is not None and base.is_contiguous():
-                with disable_fake_tensor_cache(mode):
-                    return aten.as_strided.default(base, known.shape, strides, base.storage_offset())
-            return target(*args, **kwargs)
-        if isinstance(target, torch._ops.OpOverload) and target.is_view:
+        if isinstance(target, torch._ops.OpOverload) and target.is_view and target is not aten.reshape.default:
             with disable_fake_tensor_cache(mode):
                 return target(*args, **kwargs)
         return target(*args, **kwargs)  # type: ignore[operator]

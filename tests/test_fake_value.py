@@ -14,7 +14,7 @@ from torch.fx.node import map_aggregate
 import eqsat
 from benchmarks.graphs import models
 from eqsat.capture import copy_graph
-from eqsat.fake_value import fake_value, row_major_strides
+from eqsat.fake_value import contiguous_view, fake_value, row_major_strides
 from eqsat.fx_out import _Emitter
 
 aten = torch.ops.aten
@@ -66,7 +66,9 @@ def test_a_reshape_of_a_contiguous_tensor_is_its_view(mode, src, dst):
         known = torch.empty_like(want)  # what the original graph's value of the class would be
         base_offset = aten.slice.Tensor(x, 0, 1)  # a contiguous view at a nonzero offset
         want_offset = aten.reshape.default(base_offset, list(dst))
+    _same(contiguous_view(x, known, mode), want)  # the cheap way is taken, and is torch's value
     _same(fake_value(aten.reshape.default, (x, list(dst)), {}, mode, known), want)
+    _same(contiguous_view(base_offset, torch.empty_like(want_offset), mode), want_offset)
     _same(fake_value(aten.reshape.default, (base_offset, list(dst)), {}, mode, torch.empty_like(want_offset)),
           want_offset)
 
@@ -75,6 +77,7 @@ def test_a_reshape_of_a_strided_tensor_runs_the_op(mode):
     x = _symbolic(mode, torch.empty(4, 8)).t()  # not contiguous: reshape copies
     with mode:
         want = aten.reshape.default(x, [-1])
+    assert contiguous_view(x, want, mode) is None
     got = fake_value(aten.reshape.default, (x, [-1]), {}, mode, want)
     assert not got._is_view() and got.shape == want.shape and got.stride() == want.stride()
 

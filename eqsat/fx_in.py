@@ -304,7 +304,7 @@ class _Importer:
         op = node.args[0] if node.args else None
         if not isinstance(op, torch._ops.OpOverload):
             return None
-        mutable = [a.name for a in op._schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+        mutable = [name for _, name in _schema_aliasing(op)[0]]
         for vocab, spelling in self.vocab.candidates(op):
             if not spelling.functionalized or spelling.constructor not in self.catalog:
                 continue

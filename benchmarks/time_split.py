@@ -48,46 +48,39 @@ class Split:
 
 
 class _Stopwatch:
-    """An egglog e-graph whose calls are timed (``spent`` seconds); everything else passes through."""
+    """Seconds ``spent`` in, and ``calls`` to, the functions it ``wrap``s."""
 
-    TIMED = ("run_program", "parse_program", "freeze")
+    def __init__(self) -> None:
+        self.spent, self.calls = 0.0, 0
 
-    def __init__(self, egraph: object) -> None:
-        self.inner, self.spent = egraph, 0.0
-
-    def __getattr__(self, name: str) -> object:
-        attr = getattr(self.inner, name)
-        if name not in self.TIMED:
-            return attr
-
+    def wrap(self, fn: Callable[..., object]) -> Callable[..., object]:
         def timed(*args: object, **kwargs: object) -> object:
             start = time.perf_counter()
             try:
-                return attr(*args, **kwargs)
+                return fn(*args, **kwargs)
             finally:
                 self.spent += time.perf_counter() - start
+                self.calls += 1
 
         return timed
+
+
+class _TimedEGraph:
+    """An egglog e-graph whose calls into egglog a stopwatch times; everything else passes through."""
+
+    TIMED = ("run_program", "parse_program", "freeze")
+
+    def __init__(self, egraph: object, watch: _Stopwatch) -> None:
+        self.inner, self.watch = egraph, watch
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self.inner, name)
+        return self.watch.wrap(attr) if name in self.TIMED else attr
 
 
 def _values(node: fx.Node) -> list[object]:
     val = node.meta.get("val")
     return list(val) if isinstance(val, (tuple, list)) else [val]
-
-
-class _FakeValueStopwatch:
-    """``eqsat.fx_out.fake_value`` timed (``spent`` seconds, ``calls``) while installed."""
-
-    def __init__(self) -> None:
-        self.spent, self.calls, self.real = 0.0, 0, fx_out.fake_value
-
-    def __call__(self, *args: object, **kwargs: object) -> object:
-        start = time.perf_counter()
-        try:
-            return self.real(*args, **kwargs)
-        finally:
-            self.spent += time.perf_counter() - start
-            self.calls += 1
 
 
 def fake_dispatch(gm: fx.GraphModule, run: Callable[[fx.GraphModule], object], reps: int = 20) -> tuple[float, int]:
@@ -120,21 +113,20 @@ def fake_dispatch(gm: fx.GraphModule, run: Callable[[fx.GraphModule], object], r
 def split(gm: fx.GraphModule, engine: Engine, run_eqsat: Callable[[fx.GraphModule], object],
           run_baseline: Callable[[fx.GraphModule], object], runs: int = 15) -> Split:
     """``run_eqsat`` must run eqsat with ``engine`` (see the module docstring)."""
-    real = engine.egraph
-    watch, fakes = _Stopwatch(real), _FakeValueStopwatch()
-    engine.egraph = watch  # type: ignore[assignment]
-    fx_out.fake_value = fakes  # type: ignore[assignment]
+    real_egraph, real_fake_value = engine.egraph, fx_out.fake_value
+    egglog, fakes = _Stopwatch(), _Stopwatch()
+    engine.egraph = _TimedEGraph(real_egraph, egglog)  # type: ignore[assignment]
+    fx_out.fake_value = fakes.wrap(real_fake_value)  # type: ignore[assignment]
     samples = []
     try:
         for _ in range(runs):
             copy = copy_graph(gm)
-            watch.spent, fakes.spent, fakes.calls = 0.0, 0.0, 0
+            egglog.spent, fakes.spent, fakes.calls = 0.0, 0.0, 0
             start = time.perf_counter()
             run_eqsat(copy)
-            samples.append(((time.perf_counter() - start) * 1e3, watch.spent * 1e3, fakes.spent * 1e3, fakes.calls))
+            samples.append(((time.perf_counter() - start) * 1e3, egglog.spent * 1e3, fakes.spent * 1e3, fakes.calls))
     finally:
-        engine.egraph = real
-        fx_out.fake_value = fakes.real
-    total, egglog, eq_fake, eq_n = sorted(samples)[len(samples) // 2]
+        engine.egraph, fx_out.fake_value = real_egraph, real_fake_value
+    total, egglog_ms, eq_fake, eq_n = sorted(samples)[len(samples) // 2]
     pm_fake, pm_n = fake_dispatch(gm, run_baseline)
-    return Split(total, egglog, eq_fake, eq_n, pm_fake, pm_n)
+    return Split(total, egglog_ms, eq_fake, eq_n, pm_fake, pm_n)

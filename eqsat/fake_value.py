@@ -60,6 +60,7 @@ def fake_value(target: object, args: tuple, kwargs: dict, mode: FakeTensorMode |
         if view is not None:
             return view
     with mode:
+        # a reshape left to run keeps the cache: uncached, its decomposition costs more than a hit
         if isinstance(target, torch._ops.OpOverload) and target.is_view and target is not aten.reshape.default:
             with disable_fake_tensor_cache(mode):
                 return target(*args, **kwargs)

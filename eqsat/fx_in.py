@@ -23,7 +23,6 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cache
 
 import torch
 import torch.fx as fx
@@ -32,7 +31,7 @@ from torch.fx.node import map_aggregate
 from eqsat.errors import EqSatInputError
 from eqsat.ir import MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
 from eqsat.kernels.catalog import Catalog
-from eqsat.vocab.base import VocabIndex
+from eqsat.vocab.base import VocabIndex, op_schema
 from eqsat.vocab.bind import bind, bind_functionalized
 from extract.egraph import TensorFacts
 
@@ -123,30 +122,22 @@ def facts_of(val: object, names: dict[object, int | str] | None = None) -> Tenso
     return TensorFacts(dtype_name(val.dtype), tuple(dim_key(d, names) for d in val.shape), contiguous)
 
 
-@cache
-def _schema_aliasing(op: torch._ops.OpOverload) -> tuple[tuple[tuple[int, str], ...], bool]:
-    """The (position, name) of each argument ``op`` writes, and whether an output aliases an input:
-    read off the schema once per op (reading it builds new objects on every access)."""
-    schema = op._schema
-    writes = tuple((i, a.name) for i, a in enumerate(schema.arguments)
-                   if a.alias_info is not None and a.alias_info.is_write)
-    return writes, any(r.alias_info is not None for r in schema.returns)
-
-
 def _mutated_args(node: fx.Node) -> list[fx.Node]:
     target = node.target
     if not isinstance(target, torch._ops.OpOverload):
         return []
     out = []
-    for i, name in _schema_aliasing(target)[0]:
-        value = node.kwargs.get(name, node.args[i] if i < len(node.args) else None)
+    for i, a in enumerate(op_schema(target).arguments):
+        if not a.written:
+            continue
+        value = node.kwargs.get(a.name, node.args[i] if i < len(node.args) else None)
         out.extend(x for x in (value if isinstance(value, (list, tuple)) else [value]) if isinstance(x, fx.Node))
     return out
 
 
 def _aliases_input(node: fx.Node) -> bool:
     target = node.target
-    return isinstance(target, torch._ops.OpOverload) and _schema_aliasing(target)[1]
+    return isinstance(target, torch._ops.OpOverload) and op_schema(target).returns_alias
 
 
 def epilogue(graph: fx.Graph) -> list[fx.Node]:
@@ -304,7 +295,7 @@ class _Importer:
         op = node.args[0] if node.args else None
         if not isinstance(op, torch._ops.OpOverload):
             return None
-        mutable = [name for _, name in _schema_aliasing(op)[0]]
+        mutable = [a.name for a in op_schema(op).arguments if a.written]
         for vocab, spelling in self.vocab.candidates(op):
             if not spelling.functionalized or spelling.constructor not in self.catalog:
                 continue

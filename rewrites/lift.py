@@ -98,13 +98,14 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
 # condition in one bag, and only then unions. ``Witness`` is a row of ``eqsat.kernels.aten_ops``;
 # nothing extracts it.
 
+_FACT_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
+    "dtype": (("T",), "String"), "shape": (("T",), "String"), "ndim": (("T",), "i64"), "dim": (("T", "i64"), "i64"),
+}  # checked by a staged rule's second stage only
 _TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     **{name: (sorts, "T") for name, sorts in FIXED_CONSTRUCTORS.items()},
     **{row.name: (row.egglog_sorts(), "T") for row in aten_ops.ROWS},
-    "dtype": (("T",), "String"), "shape": (("T",), "String"), "ndim": (("T",), "i64"),
-    "dim": (("T", "i64"), "i64"),
+    **_FACT_TABLES,
 }
-_FACTS = frozenset({"dtype", "shape", "ndim", "dim"})  # fact tables: checked by a staged rule's second stage
 _TOKEN = re.compile(r'\(|\)|"[^"]*"|[^\s()]+')
 
 
@@ -172,7 +173,7 @@ class _Flat:
         self.seen.setdefault(atom, v)
         self.sorts.setdefault(v, out_sort)
         self.tables.append(f"(= {v} {atom})")
-        if e[0] not in _FACTS:
+        if e[0] not in _FACT_TABLES:
             self.structure.append(self.tables[-1])
         return v
 

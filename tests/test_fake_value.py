@@ -9,13 +9,12 @@ import torch
 from torch._dynamo.source import ConstantSource
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
-from torch.fx.node import map_aggregate
 
 import eqsat
 from benchmarks.graphs import models
+from eqsat import fx_out
 from eqsat.capture import copy_graph
 from eqsat.fake_value import contiguous_view, fake_value, row_major_strides
-from eqsat.fx_out import _Emitter
 
 aten = torch.ops.aten
 
@@ -100,21 +99,17 @@ def test_every_value_emit_computes_is_the_one_torch_computes(build, monkeypatch)
     slice of a padded output), each equals the value the node's op gives run plainly under the
     graph's fake mode."""
     models.register_ops()
-    made: list[tuple[object, object, FakeTensorMode, object]] = []
-    real = _Emitter._call
+    made: list[tuple[object, tuple, dict, FakeTensorMode, object]] = []
 
-    def call(self, target, args, kwargs, anchor, eclass):  # noqa: ANN001, ANN202
-        reused = eclass in self.reuse_classes and self._known_val(eclass) is not None
-        node = real(self, target, args, kwargs, anchor, eclass)
-        if not reused:
-            vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, torch.fx.Node) else a)
-            made.append((target, vals, self.fake_mode, node.meta["val"]))
-        return node
+    def observed(target, args, kwargs, mode, known=None):  # noqa: ANN001, ANN202
+        got = fake_value(target, args, kwargs, mode, known)
+        made.append((target, args, kwargs, mode, got))
+        return got
 
-    monkeypatch.setattr(_Emitter, "_call", call)
+    monkeypatch.setattr(fx_out, "fake_value", observed)
     assert eqsat.optimize(copy_graph(build()), strict=True, recompile=False).changed
     assert any(isinstance(t, torch._ops.OpOverload) and t.is_view for t, *_ in made)
-    for target, (args, kwargs), fmode, got in made:
+    for target, args, kwargs, fmode, got in made:
         with fmode:
             want = target(*args, **kwargs)
         _same(got, want)

@@ -238,14 +238,14 @@ def test_rules_that_union_plan_as_one_bag():
 def test_a_staged_match_reads_structure_only():
     """The first stage of a staged rule joins constructors only: a fact some rule sets (the layout
     rule's rows facts, say) must not re-run the big join; the second stage checks every fact."""
-    from rewrites.lift import _FACTS
+    from rewrites.lift import _FACT_TABLES
     from rewrites.schedule import default_rules
     rules = {r.name: r for r in default_rules(eqsat.DEFAULT_CATALOG, "rounding")}
     staged = [(m, rules[m.name.removesuffix(".match")]) for m in rules.values() if m.name.endswith(".match")]
     assert len(staged) >= 6
     for match, second in staged:
-        fact_atoms = [a for a in second.query if any(f"({f} " in a for f in _FACTS)]
-        assert fact_atoms and not [a for a in match.query if any(f"({f} " in a for f in _FACTS)], match.name
+        fact_atoms = [a for a in second.query if any(f"({f} " in a for f in _FACT_TABLES)]
+        assert fact_atoms and not [a for a in match.query if any(f"({f} " in a for f in _FACT_TABLES)], match.name
         assert set(match.query) <= set(second.query)
 
 

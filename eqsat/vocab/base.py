@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from functools import cache
+from typing import NamedTuple
 
 import torch
 
@@ -98,6 +100,28 @@ class Vocabulary:
 
     def __iter__(self) -> Iterator[Spelling]:
         return iter(self.spellings)
+
+
+class OpArgument(NamedTuple):
+    name: str
+    has_default: bool
+    default: object  # None when there is none
+    written: bool  # the op writes it in place (alias info ``(a!)``)
+
+
+class OpSchema(NamedTuple):
+    arguments: tuple[OpArgument, ...]
+    returns_alias: bool  # an output aliases an input (a view, an in-place op)
+
+
+@cache
+def op_schema(op: torch._ops.OpOverload) -> OpSchema:
+    """What binding and import read of ``op``'s schema, read once per op: the schema builds new
+    objects on every access (~12 us for one node's arguments), and an op's schema never changes."""
+    schema = op._schema
+    arguments = tuple(OpArgument(a.name, a.has_default_value(), a.default_value if a.has_default_value() else None,
+                                 a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments)
+    return OpSchema(arguments, any(r.alias_info is not None for r in schema.returns))
 
 
 def overload_qualname(op: torch._ops.OpOverload) -> str:

@@ -9,13 +9,11 @@ None when the node is not this spelling's op.
 
 from __future__ import annotations
 
-from functools import cache
-
 import torch
 import torch.fx as fx
 
 from eqsat.ir import dtype_name
-from eqsat.vocab.base import Const
+from eqsat.vocab.base import Const, op_schema
 
 
 def fixed_key(name: str, value: object, rank: int | None) -> object:
@@ -49,31 +47,23 @@ def bind_arg(bound: dict[str, object], p: str | Const | tuple[str | int, ...], v
     return True
 
 
-@cache
-def _arguments(op: torch._ops.OpOverload) -> tuple[tuple[str, bool, object], ...]:
-    """``op``'s schema arguments as (name, has a default, the default or None): reading the schema
-    builds new objects on every access (~12 us a bind), and an op's schema never changes."""
-    return tuple((a.name, a.has_default_value(), a.default_value if a.has_default_value() else None)
-                 for a in op._schema.arguments)
-
-
 def bind(node: fx.Node, spelling, spec) -> tuple | None:
     """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
-    arguments = _arguments(node.target)
+    arguments = op_schema(node.target).arguments
     given: dict[str, object] = {}
-    for i, (name, _, _) in enumerate(arguments):
+    for i, (name, *_) in enumerate(arguments):
         if i < len(node.args):
             given[name] = node.args[i]
         elif name in node.kwargs:
             given[name] = node.kwargs[name]
     bound: dict[str, object] = {}
-    for p, (n, _, _) in zip(spelling.args, arguments[:len(spelling.args)], strict=True):
+    for p, (n, *_) in zip(spelling.args, arguments[:len(spelling.args)], strict=True):
         if not bind_arg(bound, p, given.get(n)):
             return None
     fixed = dict(spelling.fixed)
     first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     rank = first.dim() if isinstance(first, torch.Tensor) else None
-    for name, _, default in arguments[len(spelling.args):]:
+    for name, _, default, _ in arguments[len(spelling.args):]:
         if name in fixed:
             if fixed_key(name, given.get(name, default), rank) != fixed_key(name, fixed[name], rank):
                 return None
@@ -93,7 +83,7 @@ def bind_functionalized(node: fx.Node, op: torch._ops.OpOverload, spelling, spec
     given = dict(node.kwargs)
     bound: dict[str, object] = {p: given.get(n) for p, n in zip(spelling.args, spelling.names, strict=True)}
     fixed = dict(spelling.fixed)
-    for name, has_default, default in _arguments(op):
+    for name, has_default, default, _ in op_schema(op).arguments:
         if name in spelling.names or name in spelling.mutated:
             continue
         if spelling.guard is not None and name not in fixed and not has_default:

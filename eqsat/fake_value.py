@@ -38,12 +38,22 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
     return (step, *reversed(strides)) if sizes else ()
 
 
+def _contiguous(t: torch.Tensor) -> bool:
+    """``t.is_contiguous()``, read off concrete strides where they are row-major: on a value torch has
+    just made (a kernel's output) with the token dim symbolic, torch works contiguity out in ~10
+    symbolic-int operations (~0.15 ms); strides equal to the row-major ones are contiguous by definition."""
+    strides = t.stride()
+    if all(isinstance(s, int) for s in strides) and tuple(strides) == row_major_strides(t.shape):
+        return True
+    return bool(t.is_contiguous())
+
+
 def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
     """``base`` (a fake value) reshaped row-major to ``known``'s shape, made as ``as_strided``; None
     when ``base`` is not a contiguous tensor or a dim inside the outermost is symbolic (then the
     reshape must run)."""
     strides = row_major_strides(known.shape)
-    if not isinstance(base, torch.Tensor) or strides is None or not base.is_contiguous():
+    if not isinstance(base, torch.Tensor) or strides is None or not _contiguous(base):
         return None
     with mode, disable_fake_tensor_cache(mode):
         return aten.as_strided.default(base, known.shape, strides, base.storage_offset())

@@ -14,7 +14,7 @@ import eqsat
 from benchmarks.graphs import models
 from eqsat import fx_out
 from eqsat.capture import copy_graph
-from eqsat.fake_value import contiguous_view, fake_value, row_major_strides
+from eqsat.fake_value import _contiguous, contiguous_view, fake_value, row_major_strides
 
 aten = torch.ops.aten
 
@@ -70,6 +70,30 @@ def test_a_reshape_of_a_contiguous_tensor_is_its_view(mode, src, dst):
     _same(contiguous_view(base_offset, torch.empty_like(want_offset), mode), want_offset)
     _same(fake_value(aten.reshape.default, (base_offset, list(dst)), {}, mode, torch.empty_like(want_offset)),
           want_offset)
+
+
+@pytest.mark.parametrize("view", [lambda x: x, lambda x: x.t(), lambda x: x[:, :3], lambda x: x[1:], lambda x: x[:, None],
+                                  lambda x: x.view(-1, 2, 4)[:, :1], lambda x: x[:0], lambda x: x.unsqueeze(0).expand(2, -1, -1)])
+def test_contiguity_read_off_strides_is_torchs(mode, view):
+    x = _symbolic(mode, torch.empty(4, 8))
+    with mode:
+        v = view(x)
+        kernel_out = x.new_empty(v.shape)  # a value torch has just made: its contiguity not worked out yet
+    assert _contiguous(v) == v.is_contiguous()
+    assert _contiguous(kernel_out) and kernel_out.is_contiguous()
+
+
+def test_row_major_strides_spare_torch_the_contiguity_check():
+    class Value:  # a tensor whose contiguity torch would have to work out
+        shape, strides = (5, 32, 128), (4096, 128, 1)
+
+        def stride(self) -> tuple[int, ...]:
+            return self.strides
+
+        def is_contiguous(self) -> bool:
+            raise AssertionError("row-major strides are contiguous by definition")
+
+    assert _contiguous(Value())  # type: ignore[arg-type]
 
 
 def test_a_reshape_of_a_strided_tensor_runs_the_op(mode):

@@ -1,9 +1,14 @@
-"""Saturate: run the rule set one iteration at a time under budgets, and say why it stopped.
+"""Saturate: run the rule set under budgets, and say why it stopped.
+
+Iterations run in egglog calls of 1, 2, 4, ... (the ``simple`` scheduler: egglog stops a call at the
+first iteration that changes nothing), since each call costs ~30-50 us beyond its iterations and a
+small graph saturates in a handful: a call runs no more iterations than the cap leaves, than the last
+call's pace says fit in the time left, or than one once the e-graph may be past half the node cap.
 
 Stop reasons (egg's ``StopReason``): ``saturated`` (an iteration changed nothing), ``iteration_limit``,
-``node_limit`` (the e-graph grew past the node cap) and ``time_limit`` (saturation's share of the
-wall-clock budget ran out). Whatever the reason, the e-graph is consistent after each iteration,
-so extraction can use it.
+``node_limit`` (the e-graph grew past the node cap, seen after the call that grew it) and
+``time_limit`` (saturation's share of the wall-clock budget ran out). Whatever the reason, the
+e-graph is consistent after each iteration, so extraction can use it.
 
 ``Budgets.seconds`` bounds the whole pass, not only saturation: a :class:`Deadline` is checked at
 every stage boundary and inside the long loops of import and emit, and a stage that cannot be
@@ -24,12 +29,13 @@ from eqsat.errors import BudgetExceeded
 from eqsat.ir import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
-# scheduler -> (egglog schedule run between budget checks, iterations it runs); the back-off
-# scheduler's bans last within one chunk
+# scheduler -> (egglog schedule of {n} iterations, whether egglog stops it early once an iteration
+# changes nothing); the back-off scheduler runs 4 a call (its bans last within one call)
 SCHEDULES = {
-    "simple": ("(run {ruleset} 1)", 1),
-    "backoff": ("(run-schedule (let-scheduler bo (back-off)) (repeat 4 (run-with bo {ruleset})))", 4),
+    "simple": ("(run {ruleset} {n})", True),
+    "backoff": ("(run-schedule (let-scheduler bo (back-off)) (repeat {n} (run-with bo {ruleset})))", False),
 }
+BACKOFF_CHUNK = 4
 
 
 @dataclass(frozen=True)
@@ -102,31 +108,44 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
     share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
     if budgets.scheduler not in SCHEDULES:
         raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
-    chunk = SCHEDULES[budgets.scheduler][1]
-    run_chunk = egraph.parse_program(SCHEDULES[budgets.scheduler][0].format(ruleset=RULESET))
+    text, stops_early = SCHEDULES[budgets.scheduler]
+    programs: dict[int, list] = {}
+    n, pace = 1, 0.0  # iterations of the next call; seconds an iteration took in the last one
     while True:
         if report.iterations >= budgets.iterations:
             report.stop_reason = "iteration_limit"
             break
-        if time.perf_counter() - start > share:
+        elapsed = time.perf_counter() - start
+        if elapsed > share:
             report.stop_reason = "time_limit"
             break
-        out = egraph.run_program(*run_chunk)[0].report
-        report.iterations += chunk
+        if stops_early:  # calls of 1, 2, 4, ... iterations while the last call's pace says they fit
+            n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
+        else:
+            n = BACKOFF_CHUNK
+        if n not in programs:
+            programs[n] = egraph.parse_program(text.format(ruleset=RULESET, n=n))
+        called = time.perf_counter()
+        out = egraph.run_program(*programs[n])[0].report
+        ran = len(out.iterations)
+        pace = (time.perf_counter() - called) / max(ran, 1)
+        report.iterations += ran
         matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
         report.matches.update(matched)
-        if not out.updated:
+        if not out.updated or (stops_early and not out.iterations[-1].rule_set_report.changed):
             report.stop_reason = "saturated"
             break
         if most is not None and all(k in growth for k in matched):
             most += sum(v * growth[k] for k, v in matched.items())
         else:
             most = None
-        if most is None or most > budgets.nodes:
+        if most is None or most > budgets.nodes // 2:
             most = report.nodes = egraph_size(egraph)
             if report.nodes > budgets.nodes:
                 report.stop_reason = "node_limit"
                 break
+        # double while the e-graph is far from the node cap; one at a time near it
+        n = 2 * n if most <= budgets.nodes // 2 else 1
     if not report.nodes and bound is None:
         report.nodes = egraph_size(egraph)
     report.seconds = time.perf_counter() - start

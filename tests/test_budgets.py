@@ -62,3 +62,78 @@ def test_backoff_scheduler_reaches_the_same_result():
     simple, _ = run(adv.chains(20), seconds=10.0)
     backoff, _ = run(adv.chains(20), seconds=10.0, scheduler="backoff")
     assert backoff.kernels_chosen == simple.kernels_chosen and backoff.stop_reason == "saturated"
+
+
+def _runs_of(gm, monkeypatch, **budget):
+    """The report of optimizing ``gm``, and the iterations each of saturation's egglog calls ran."""
+    from eqsat import saturate as sat
+
+    calls: list[int] = []
+    real = sat.saturate
+
+    def counted(egraph, *args, **kwargs):  # noqa: ANN001, ANN202
+        class Counting:  # egglog's e-graph, counting what each run call ran
+            def __getattr__(self, name: str) -> object:
+                return getattr(egraph, name)
+
+            def run_program(self, *commands: object) -> list:
+                out = egraph.run_program(*commands)
+                if hasattr(out[0], "report"):
+                    calls.append(len(out[0].report.iterations))
+                return out
+        return real(Counting(), *args, **kwargs)
+
+    monkeypatch.setattr(sat, "saturate", counted)
+    return eqsat.optimize(gm, budgets=eqsat.Budgets(**budget), strict=True), calls
+
+
+def test_iterations_run_in_doubling_calls(monkeypatch):
+    from benchmarks.graphs import models
+
+    models.register_ops()
+    report, calls = _runs_of(models.qwen3_next_gated_norm_3d(), monkeypatch)
+    assert report.stop_reason == "saturated" and report.kernels_chosen == {"K_rms_gated_fp8_group_quant": 1}
+    assert report.iterations == sum(calls) == 7 and calls == [1, 2, 4]  # 3 egglog calls, not 7
+
+
+def _saturated(cap: int | None) -> tuple[int, dict, str]:
+    """Qwen3-Next's 3-D gated norm loaded into a fresh engine and saturated: by ``saturate`` capped
+    at ``cap`` iterations, or (``cap`` None) one egglog iteration per call until one changes nothing."""
+    from benchmarks.graphs import models
+    from eqsat.fx_in import import_graph
+    from eqsat.ir import RULESET
+    from eqsat.load import Engine
+    from eqsat.saturate import saturate
+    from eqsat.vocab.base import VocabIndex
+
+    models.register_ops()
+    options = eqsat.Options()
+    imported = import_graph(models.qwen3_next_gated_norm_3d(), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    engine.declare_for(imported)
+    with engine.scope() as egraph:
+        engine.load(imported)
+        if cap is not None:
+            got = saturate(egraph, eqsat.Budgets(iterations=cap))
+            return got.iterations, dict(got.matches), got.stop_reason
+        matches: dict[str, int] = {}
+        one = egraph.parse_program(f"(run {RULESET} 1)")
+        for k in range(1, 100):
+            out = egraph.run_program(*one)[0].report
+            for rule, m in out.num_matches_per_rule.items():
+                if m:
+                    matches[rule] = matches.get(rule, 0) + m
+            if not out.updated:
+                return k, matches, "saturated"
+    raise AssertionError("never saturated")
+
+
+def test_calls_of_many_iterations_match_what_one_at_a_time_matches():
+    """Saturation runs iterations in calls of 1, 2, 4, ...; it ends where one iteration a call ends,
+    with the same matches, and a cap stops it at exactly that many iterations."""
+    iterations, matches, _ = _saturated(None)
+    assert iterations == 7
+    assert _saturated(30) == (7, matches, "saturated")
+    for cap in range(1, 7):
+        got, _, reason = _saturated(cap)
+        assert (got, reason) == (cap, "iteration_limit")

@@ -126,7 +126,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     deadline = saturate.Deadline.after(options.budgets.seconds)
     with stage("import"):
         imported = fx_in.import_graph(graph, options.catalog, vocab, lambda: deadline.check("import"))
-    report.imported_terms = len(imported.terms) - len(imported.opaque)
+    report.imported_terms = sum(op != "Leaf" for op, _ in imported.terms.values())
     report.opaque_nodes = len(imported.opaque)
     if not imported.roots:
         return

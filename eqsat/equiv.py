@@ -19,7 +19,7 @@ import torch.fx as fx
 
 from eqsat import fx_in, load, saturate, serialize
 from eqsat.errors import EqSatInputError
-from eqsat.fx_in import Arg, Imported
+from eqsat.fx_in import Arg, Imported, Term
 from eqsat.kernels.spec import Numerics
 from eqsat.options import Options
 from eqsat.vocab.base import VocabIndex
@@ -39,23 +39,31 @@ def _outputs(graph: fx.Graph) -> list[fx.Node]:
     return list(out) if isinstance(out, (list, tuple)) else [out]
 
 
-def _merge(a: Imported, b: Imported) -> tuple[Imported, dict[int, int]]:
-    """One term set holding both graphs; the candidate's placeholders become the reference's."""
+def _merge(a: Imported, b: Imported, outs_a: list[int], outs_b: list[int]) -> tuple[Imported, list[int], list[int]]:
+    """One term set holding both graphs, and the two graphs' outputs in it; the candidate's
+    placeholders become the reference's. An output no term reads (a placeholder, an opaque op's
+    value) is given its ``Leaf``, which import leaves out."""
     pa = [i for i, n in enumerate(a.nodes) if n.op == "placeholder"]
     pb = [i for i, n in enumerate(b.nodes) if n.op == "placeholder"]
     if len(pa) != len(pb):
         raise EqSatInputError(f"the graphs take {len(pa)} and {len(pb)} inputs; they must match by position")
     off = len(a.nodes)
     same_input = dict(zip(pb, pa, strict=True))
+
+    def leaf(i: int, theirs: bool) -> Term:
+        return ("Leaf", (same_input[i],)) if theirs and i in same_input else ("Leaf", (off + i if theirs else i,))
+
     terms = dict(a.terms)
     for i, (op, args) in b.terms.items():
-        if i in same_input:
-            terms[off + i] = ("Leaf", (same_input[i],))
-        else:
-            terms[off + i] = (op, tuple(Arg(off + x.node) if isinstance(x, Arg) else x for x in args))
+        terms[off + i] = leaf(i, True) if op == "Leaf" else \
+            (op, tuple(Arg(off + x.node) if isinstance(x, Arg) else x for x in args))
+    for i in outs_a:
+        terms.setdefault(i, leaf(i, False))
+    for i in outs_b:
+        terms.setdefault(off + i, leaf(i, True))
     facts = {**a.facts, **{off + i: f for i, f in b.facts.items()}}
     merged = Imported(a.graph, [*a.nodes, *b.nodes], terms, facts, [], [])
-    return merged, {i: off + i for i in range(len(b.nodes))}
+    return merged, outs_a, [off + i for i in outs_b]
 
 
 def _concrete(val: torch.Tensor, seed: int) -> torch.Tensor:
@@ -92,9 +100,7 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
     outs_a, outs_b = _outputs(a.graph), _outputs(b.graph)
     if len(outs_a) != len(outs_b):
         raise EqSatInputError(f"the graphs have {len(outs_a)} and {len(outs_b)} outputs")
-    merged, b_index = _merge(a, b)
-    ia = [a.nodes.index(n) for n in outs_a]
-    ib = [b_index[b.nodes.index(n)] for n in outs_b]
+    merged, ia, ib = _merge(a, b, [a.nodes.index(n) for n in outs_a], [b.nodes.index(n) for n in outs_b])
     engine = load.Engine(options.catalog, options.active_rules())
     engine.declare_for(merged)
     with engine.scope() as egraph:

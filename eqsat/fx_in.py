@@ -5,7 +5,9 @@ Entry point: :func:`import_graph`. Each FX node becomes exactly one of:
   ``getitem`` (as ``Get``), or a pure ATen/prims op with at most three tensor inputs (as ``A0..A3``
   with its constant arguments kept in a side table);
 - an **opaque leaf** (``Leaf i``): placeholders, attributes, anything unknown, mutating, random or
-  impure, and anything that reads or produces a value some node mutates (or an alias of one).
+  impure, and anything that reads or produces a value some node mutates (or an alias of one). It is
+  a term only where some term reads it: no rule makes a ``Leaf``, and an opaque value is never a
+  root, so an unread leaf's e-class could only ever hold itself (a GEMM's weight, a graph output).
 
 The **epilogue** is the run of ``copy_(input, value)`` nodes just before the output, each the only
 write to a graph input: how functionalization writes back an input a functional op "mutated" (e.g. a
@@ -249,6 +251,10 @@ class _Importer:
             if facts is not None:
                 self.out.facts[i] = facts
         self.out.roots = sorted({i for _, i in self.out.uses})
+        read = {a.node for _, args in self.out.terms.values() for a in args if isinstance(a, Arg)}
+        for i in [i for i, (op, _) in self.out.terms.items() if op == "Leaf" and i not in read]:
+            del self.out.terms[i]  # no term reads it and it is no root: its class could only ever hold it
+            self.out.facts.pop(i, None)
         return self.out
 
     def _use(self, consumer: fx.Node) -> None:

@@ -90,3 +90,21 @@ def test_graphs_that_cannot_run_here_are_not_proven_and_say_why():
     verdicts = check_equiv(trace(lambda x: op(x).abs(), X), trace(lambda x: op(x).neg().abs(), X))
     assert [v.status for v in verdicts] == ["not proven"]
     assert "could not run" in verdicts[0].detail and "no kernel here" in verdicts[0].detail
+
+
+def test_opaque_values_of_the_two_graphs_stay_apart():
+    """Two unknown ops, each the only op of its graph (so at the same node index): neither graph's
+    value is the other's, whatever index it has."""
+    lib = torch.library.Library("eqsat_equiv_opaque", "DEF")  # kept alive by `lib`
+    for name, fn in (("a", torch.abs), ("b", torch.neg)):
+        lib.define(f"{name}(Tensor x) -> Tensor")
+        lib.impl(name, fn, "CPU")
+        lib.impl(name, lambda x: torch.empty_like(x), "Meta")
+    ops = torch.ops.eqsat_equiv_opaque
+    assert [v.status for v in check_equiv(trace(ops.a, X), trace(ops.b, X))] == ["different"]
+    assert [v.status for v in check_equiv(trace(ops.a, X), trace(ops.a, X))] == ["not proven"]  # opaque: could be random
+
+
+def test_an_input_returned_as_it_is_is_that_input():
+    assert statuses(lambda x, w: (x, w), lambda x, w: (x, w)) == ["equal", "equal"]
+    assert statuses(lambda x, w: x, lambda x, w: x.neg()) == ["different"]

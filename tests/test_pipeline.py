@@ -147,3 +147,23 @@ def test_iteration_budget_is_reported():
     gm = trace(rms_quant, rand(8, 256), rand(256))
     report = eqsat.optimize(gm, budgets=eqsat.Budgets(iterations=0))
     assert report.stop_reason == "iteration_limit" and not report.changed
+
+
+def test_an_opaque_value_no_term_reads_is_left_out_of_the_e_graph():
+    """The router GEMM's weight and bias, the MoE's output and the symbolic token count are read by
+    opaque ops or the output only: they are no terms, and the counts say so."""
+    from benchmarks.graphs import models
+    from eqsat.fx_in import Arg, import_graph
+    from eqsat.vocab.base import VocabIndex
+
+    models.register_ops()
+    gm = models.gpt_oss_router_pad()
+    options = eqsat.Options()
+    imported = import_graph(gm, options.catalog, VocabIndex(options.vocabularies))
+    read = {a.node for _, args in imported.terms.values() for a in args if isinstance(a, Arg)}
+    leaves = {i for i, (op, _) in imported.terms.items() if op == "Leaf"}
+    names = {n.name for i, n in enumerate(imported.nodes) if i in imported.opaque and i not in imported.terms}
+    assert leaves <= read and names == {"tokens", "w_router", "b_router", "rocm_unquantized_gemm", "fused_moe"}
+    report = eqsat.optimize(gm, strict=True)
+    assert report.changed and report.imported_terms == len(imported.terms) - len(leaves) == 4
+    assert report.egraph_nodes == 12

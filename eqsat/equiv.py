@@ -51,7 +51,8 @@ def _merge(a: Imported, b: Imported, outs_a: list[int], outs_b: list[int]) -> tu
     same_input = dict(zip(pb, pa, strict=True))
 
     def leaf(i: int, theirs: bool) -> Term:
-        return ("Leaf", (same_input[i],)) if theirs and i in same_input else ("Leaf", (off + i if theirs else i,))
+        """The ``Leaf`` of node ``i`` of the candidate (``theirs``) or of the reference."""
+        return ("Leaf", (same_input.get(i, off + i) if theirs else i,))
 
     terms = dict(a.terms)
     for i, (op, args) in b.terms.items():

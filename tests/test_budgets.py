@@ -64,7 +64,7 @@ def test_backoff_scheduler_reaches_the_same_result():
     assert backoff.kernels_chosen == simple.kernels_chosen and backoff.stop_reason == "saturated"
 
 
-def _runs_of(gm, monkeypatch, **budget):
+def _runs_of(gm, monkeypatch):
     """The report of optimizing ``gm``, and the iterations each of saturation's egglog calls ran."""
     from eqsat import saturate as sat
 
@@ -84,7 +84,7 @@ def _runs_of(gm, monkeypatch, **budget):
         return real(Counting(), *args, **kwargs)
 
     monkeypatch.setattr(sat, "saturate", counted)
-    return eqsat.optimize(gm, budgets=eqsat.Budgets(**budget), strict=True), calls
+    return eqsat.optimize(gm, strict=True), calls
 
 
 def test_iterations_run_in_doubling_calls(monkeypatch):

@@ -29,13 +29,13 @@ from eqsat.errors import BudgetExceeded
 from eqsat.ir import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
-# scheduler -> (egglog schedule of {n} iterations, whether egglog stops it early once an iteration
-# changes nothing); the back-off scheduler runs 4 a call (its bans last within one call)
-SCHEDULES = {
-    "simple": ("(run {ruleset} {n})", True),
-    "backoff": ("(run-schedule (let-scheduler bo (back-off)) (repeat {n} (run-with bo {ruleset})))", False),
+# scheduler -> (egglog schedule of {n} iterations, iterations a call runs: None for 1, 2, 4, ...,
+# which needs egglog to stop a call at the first iteration that changes nothing, as its ``run``
+# does); the back-off scheduler runs 4 a call (its bans last within one call)
+SCHEDULES: dict[str, tuple[str, int | None]] = {
+    "simple": ("(run {ruleset} {n})", None),
+    "backoff": ("(run-schedule (let-scheduler bo (back-off)) (repeat {n} (run-with bo {ruleset})))", 4),
 }
-BACKOFF_CHUNK = 4
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,8 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
     share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
     if budgets.scheduler not in SCHEDULES:
         raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
-    text, stops_early = SCHEDULES[budgets.scheduler]
+    text, fixed = SCHEDULES[budgets.scheduler]
+    half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
     programs: dict[int, list] = {}
     n, pace = 1, 0.0  # iterations of the next call; seconds an iteration took in the last one
     while True:
@@ -119,10 +120,10 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         if elapsed > share:
             report.stop_reason = "time_limit"
             break
-        if stops_early:  # calls of 1, 2, 4, ... iterations while the last call's pace says they fit
+        if fixed is not None:
+            n = fixed
+        else:  # calls of 1, 2, 4, ... iterations while the last call's pace says they fit
             n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
-        else:
-            n = BACKOFF_CHUNK
         if n not in programs:
             programs[n] = egraph.parse_program(text.format(ruleset=RULESET, n=n))
         called = time.perf_counter()
@@ -132,20 +133,20 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         report.iterations += ran
         matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
         report.matches.update(matched)
-        if not out.updated or (stops_early and not out.iterations[-1].rule_set_report.changed):
+        if not out.updated or (fixed is None and not out.iterations[-1].rule_set_report.changed):
             report.stop_reason = "saturated"
             break
         if most is not None and all(k in growth for k in matched):
             most += sum(v * growth[k] for k, v in matched.items())
         else:
             most = None
-        if most is None or most > budgets.nodes // 2:
+        if most is None or most > half:
             most = report.nodes = egraph_size(egraph)
             if report.nodes > budgets.nodes:
                 report.stop_reason = "node_limit"
                 break
         # double while the e-graph is far from the node cap; one at a time near it
-        n = 2 * n if most <= budgets.nodes // 2 else 1
+        n = 2 * n if most <= half else 1
     if not report.nodes and bound is None:
         report.nodes = egraph_size(egraph)
     report.seconds = time.perf_counter() - start

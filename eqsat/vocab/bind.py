@@ -51,23 +51,23 @@ def bind(node: fx.Node, spelling, spec) -> tuple | None:
     """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
     arguments = op_schema(node.target).arguments
     given: dict[str, object] = {}
-    for i, (name, *_) in enumerate(arguments):
+    for i, a in enumerate(arguments):
         if i < len(node.args):
-            given[name] = node.args[i]
-        elif name in node.kwargs:
-            given[name] = node.kwargs[name]
+            given[a.name] = node.args[i]
+        elif a.name in node.kwargs:
+            given[a.name] = node.kwargs[a.name]
     bound: dict[str, object] = {}
-    for p, (n, *_) in zip(spelling.args, arguments[:len(spelling.args)], strict=True):
-        if not bind_arg(bound, p, given.get(n)):
+    for p, a in zip(spelling.args, arguments[:len(spelling.args)], strict=True):
+        if not bind_arg(bound, p, given.get(a.name)):
             return None
     fixed = dict(spelling.fixed)
     first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
     rank = first.dim() if isinstance(first, torch.Tensor) else None
-    for name, _, default, _ in arguments[len(spelling.args):]:
-        if name in fixed:
-            if fixed_key(name, given.get(name, default), rank) != fixed_key(name, fixed[name], rank):
+    for a in arguments[len(spelling.args):]:
+        if a.name in fixed:
+            if fixed_key(a.name, given.get(a.name, a.default), rank) != fixed_key(a.name, fixed[a.name], rank):
                 return None
-        elif name in given and given[name] != default:
+        elif a.name in given and given[a.name] != a.default:
             return None
     for p in spelling.from_output_dtype:
         val = node.meta.get("val")
@@ -83,12 +83,12 @@ def bind_functionalized(node: fx.Node, op: torch._ops.OpOverload, spelling, spec
     given = dict(node.kwargs)
     bound: dict[str, object] = {p: given.get(n) for p, n in zip(spelling.args, spelling.names, strict=True)}
     fixed = dict(spelling.fixed)
-    for name, has_default, default, _ in op_schema(op).arguments:
-        if name in spelling.names or name in spelling.mutated:
+    for a in op_schema(op).arguments:
+        if a.name in spelling.names or a.name in spelling.mutated:
             continue
-        if spelling.guard is not None and name not in fixed and not has_default:
+        if spelling.guard is not None and a.name not in fixed and not a.has_default:
             continue  # a required argument neither bound nor pinned: the guard checks it
-        if given.get(name, default) != fixed.get(name, default):
+        if given.get(a.name, a.default) != fixed.get(a.name, a.default):
             return None
     buffer = given.get(spelling.mutated[0])
     for p in spelling.from_output_dtype:

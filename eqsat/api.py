@@ -170,7 +170,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     deadline.check("extract")
     with stage("emit"):
         result = fx_out.emit(imported, eg, selection, ser.class_of_node, ser.enode_of_node, options.catalog, vocab,
-                             lambda: deadline.check("emit"))
+                             lambda: deadline.check("emit"), engine.layouts)
         owner = imported.graph.owning_module
         if recompile and result.changed and isinstance(owner, fx.GraphModule):
             owner.recompile()

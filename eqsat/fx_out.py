@@ -27,7 +27,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
-from eqsat.fake_value import fake_value
+from eqsat.fake_value import OutputLayouts, fake_value
 from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.ir import dtype_from_name
 from eqsat.kernels.catalog import Catalog
@@ -48,8 +48,9 @@ class EmitResult:
 
 class _Emitter:
     def __init__(self, imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
-                 enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex) -> None:
+                 enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex, layouts: OutputLayouts | None) -> None:
         self.im, self.eg, self.sel, self.catalog, self.vocab = imported, egraph, selection, catalog, vocab
+        self.layouts = layouts
         self.graph = imported.graph
         self.pos = {n: i for i, n in enumerate(imported.nodes)}
         self.class_of_node = class_of_node
@@ -209,17 +210,18 @@ class _Emitter:
             node.meta["val"] = known
             return node
         vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-        node.meta["val"] = fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass))
+        node.meta["val"] = fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass), self.layouts)
         return node
 
 
 def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
          enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex,
-         check_budget: Callable[[], None] | None = None) -> EmitResult:
+         check_budget: Callable[[], None] | None = None, layouts: OutputLayouts | None = None) -> EmitResult:
     """Write ``selection`` into the graph (see the module docstring): ``class_of_node`` and
     ``enode_of_node`` say where each FX node's own term is in ``egraph``. ``check_budget`` is called
-    before each root and may raise: every change is then undone."""
-    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab)
+    before each root and may raise: every change is then undone. ``layouts``: the kernels' output
+    layouts kept across graphs (``eqsat.fake_value.OutputLayouts``; a pass's engine holds one)."""
+    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab, layouts)
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
     had_users = {n for n in imported.nodes if n.users}

@@ -24,6 +24,7 @@ from pathlib import Path
 from egglog import bindings as eb
 
 from eqsat import load_rows
+from eqsat.fake_value import OutputLayouts
 from eqsat.fx_in import Imported
 from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, constructor, schema
 from eqsat.kernels.catalog import Catalog
@@ -66,7 +67,8 @@ class Engine:
     every row it added (ruleset ``clear``: one delete rule per table that can hold rows, 0.2-0.3 ms
     where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
-    and rule list.
+    and rule list. ``layouts`` keeps, across the graphs too, the output layouts of the kernels emit
+    wrote (``eqsat.fake_value.OutputLayouts``), so a kernel's fake value is computed once per layout.
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
@@ -82,6 +84,7 @@ class Engine:
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self._vocab: VocabIndex | None = None  # see vocab_index
+        self.layouts = OutputLayouts()
         self.egraph = eb.EGraph()
         program = [schema(), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]

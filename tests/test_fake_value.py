@@ -1,20 +1,30 @@
 """``eqsat.fake_value``: each cheap way of making a new node's fake value gives the value torch gives
 when the node's op runs plainly under the graph's fake mode (sizes, strides, storage offset, dtype,
-and for a view its storage and base), with the token dim symbolic."""
+device, a fake tensor of that mode, and for a view its storage and base), with the token dim
+symbolic; the kernels' output layouts are reused only where that is sound."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 from torch._dynamo.source import ConstantSource
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 
 import eqsat
 from benchmarks.graphs import models
 from eqsat import fx_out
 from eqsat.capture import copy_graph
-from eqsat.fake_value import _contiguous, contiguous_view, fake_value, row_major_strides
+from eqsat.fake_value import (
+    OutputLayouts,
+    _contiguous,
+    contiguous_view,
+    fake_value,
+    row_major_strides,
+    slice_view,
+    strided_view,
+)
+from eqsat.load import Engine
 
 aten = torch.ops.aten
 
@@ -25,9 +35,9 @@ def _same(got: object, want: object) -> None:
         for g, w in zip(got, want, strict=True):
             _same(g, w)
         return
-    assert isinstance(got, torch.Tensor) and isinstance(want, torch.Tensor)
-    assert (got.shape, got.stride(), got.storage_offset(), got.dtype) == \
-           (want.shape, want.stride(), want.storage_offset(), want.dtype)
+    assert isinstance(got, FakeTensor) and isinstance(want, FakeTensor) and got.fake_mode is want.fake_mode
+    assert (got.shape, got.stride(), got.storage_offset(), got.dtype, got.device, got.requires_grad) == \
+           (want.shape, want.stride(), want.storage_offset(), want.dtype, want.device, want.requires_grad)
     assert got._is_view() == want._is_view()
     if want._is_view():
         assert got._base is want._base
@@ -125,15 +135,176 @@ def test_every_value_emit_computes_is_the_one_torch_computes(build, monkeypatch)
     models.register_ops()
     made: list[tuple[object, tuple, dict, FakeTensorMode, object]] = []
 
-    def observed(target, args, kwargs, mode, known=None):  # noqa: ANN001, ANN202
-        got = fake_value(target, args, kwargs, mode, known)
+    def observed(target, args, kwargs, mode, known=None, layouts=None):  # noqa: ANN001, ANN202
+        got = fake_value(target, args, kwargs, mode, known, layouts)
         made.append((target, args, kwargs, mode, got))
         return got
 
     monkeypatch.setattr(fx_out, "fake_value", observed)
-    assert eqsat.optimize(copy_graph(build()), strict=True, recompile=False).changed
+    gm = build()
+    engine = Engine(eqsat.Options().catalog, eqsat.Options().active_rules())
+    for _ in range(2):  # the second graph's kernel is made from the layouts the first one's left
+        assert eqsat.optimize(copy_graph(gm), strict=True, recompile=False, engine=engine).changed
     assert any(isinstance(t, torch._ops.OpOverload) and t.is_view for t, *_ in made)
     for target, args, kwargs, fmode, got in made:
         with fmode:
             want = target(*args, **kwargs)
         _same(got, want)
+
+
+def test_a_strided_view_is_the_one_the_fake_mode_makes(mode):
+    x = _symbolic(mode, torch.empty(4, 2944))
+    with mode:
+        want = aten.as_strided.default(x, (x.shape[0], 2880), (2944, 1), 64)
+        want_of_view = aten.as_strided.default(want, (x.shape[0], 100), (2944, 1), 128)
+    _same(strided_view(x, (x.shape[0], 2880), (2944, 1), 64, mode), want)
+    _same(strided_view(want, (x.shape[0], 100), (2944, 1), 128, mode), want_of_view)  # the base is x's
+
+
+@pytest.mark.parametrize("shape, args, kwargs", [
+    ((4, 2944), (-1, 0, 2880), {"step": 1}), ((4, 2944), (1, 64, 2944), {}), ((4, 2944), (1, 64), {}),
+    ((4, 6, 8), (1, 2, 5), {}), ((4, 6, 8), (-2, None, 3), {}), ((4, 2944), (-1, 2944, 2944), {}),
+])
+def test_a_slice_window_is_the_slice_torch_makes(mode, shape, args, kwargs):
+    x = _symbolic(mode, torch.empty(*shape))
+    with mode:
+        base = aten.slice.Tensor(x, -1, 0)  # a view: the window's base is x
+        want = aten.slice.Tensor(base, *args, **kwargs)
+    known = torch.empty_like(want)  # the original graph's value of the class
+    _same(slice_view(base, (base, *args), kwargs, known, mode), want)
+    _same(fake_value(aten.slice.Tensor, (base, *args), kwargs, mode, known), want)
+
+
+@pytest.mark.parametrize("args, kwargs", [((1, 0, 8, 2), {}), ((1, 0, 8), {"step": 2}), ((1, -8, None), {}),
+                                          ((0, 1, 3), {}), ((5, 0, 3), {})])
+def test_other_slices_are_left_to_torch(mode, args, kwargs):
+    """A step other than 1, a negative start, a slice of the symbolic dim, a dim out of range: no window."""
+    x = _symbolic(mode, torch.empty(4, 16))
+    with mode:
+        want = aten.slice.Tensor(x, *args, **kwargs) if args[0] < 2 else None
+    known = torch.empty_like(want) if want is not None else torch.empty_like(x)
+    assert slice_view(x, (x, *args), kwargs, known, mode) is None
+    if want is not None:
+        _same(fake_value(aten.slice.Tensor, (x, *args), kwargs, mode, known), want)
+
+
+def test_a_slice_whose_known_shape_disagrees_is_left_to_torch(mode):
+    x = _symbolic(mode, torch.empty(4, 16))
+    with mode:
+        other = torch.empty(3, 8)
+        too_long = torch.empty_like(aten.slice.Tensor(x, 1, 0, 16))
+    assert slice_view(x, (x, 1, 0, 8), {}, other, mode) is None  # another outer size
+    assert slice_view(x, (x, 1, 4, 16), {}, too_long, mode) is None  # 4 + 16 runs past the end
+
+
+_CALLS: list[str] = []
+
+
+@torch.library.custom_op("eqsat_fake_test::pair", mutates_args=())
+def _pair(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.clone(), x.new_zeros(x.shape[0], x.shape[1] // group)
+
+
+@_pair.register_fake
+def _(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    _CALLS.append("pair")
+    return torch.empty_like(x, dtype=torch.float8_e4m3fn), x.new_empty(x.shape[0], x.shape[1] // group,
+                                                                     dtype=torch.float32)
+
+
+@torch.library.custom_op("eqsat_fake_test::one", mutates_args=())
+def _one(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_one.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("one")
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("eqsat_fake_test::nonzero", mutates_args=())
+def _nonzero(x: torch.Tensor) -> torch.Tensor:
+    return x.nonzero()
+
+
+@_nonzero.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("nonzero")
+    return x.new_empty(torch.library.get_ctx().new_dynamic_size(), x.dim(), dtype=torch.int64)
+
+
+@torch.library.custom_op("eqsat_fake_test::scale_", mutates_args=("x",))
+def _scale_(x: torch.Tensor) -> torch.Tensor:
+    x.mul_(2)
+    return x.new_ones(1)
+
+
+@_scale_.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("scale_")
+    return x.new_empty(1)
+
+
+def test_a_kernels_outputs_are_made_from_the_layouts_it_gave_before(mode):
+    layouts = OutputLayouts()
+    x = _symbolic(mode, torch.empty(4, 256))
+    pair, one = torch.ops.eqsat_fake_test.pair.default, torch.ops.eqsat_fake_test.one.default
+    _CALLS.clear()
+    first = fake_value(pair, (x, 128), {}, mode, layouts=layouts)
+    second = fake_value(pair, (x, 128), {}, mode, layouts=layouts)
+    assert _CALLS == ["pair"]  # torch ran the kernel's fake function once
+    with mode:
+        want = pair(x, 128)
+    _same(second, want)
+    _same(first, want)
+    assert second[0].untyped_storage()._cdata != first[0].untyped_storage()._cdata  # fresh values
+    fake_value(one, (x,), {}, mode, layouts=layouts)
+    _same(fake_value(one, (x,), {}, mode, layouts=layouts), _run(mode, one, x))  # one output, not a tuple
+    assert _CALLS.count("one") == 2  # the first call, and the reference just above
+
+
+def _run(mode: FakeTensorMode, op: object, *args: object) -> object:
+    with mode:
+        return op(*args)  # type: ignore[operator]
+
+
+def test_other_layouts_another_mode_or_other_arguments_run_the_kernel_again(mode):
+    layouts = OutputLayouts()
+    pair = torch.ops.eqsat_fake_test.pair.default
+    x = _symbolic(mode, torch.empty(4, 256))
+    y = _symbolic(mode, torch.empty(4, 256))  # another symbol for the token dim
+    with mode:
+        x_cols = aten.as_strided.default(x, x.shape, (1, x.shape[0]))  # x's shape, column-major
+    other = FakeTensorMode(shape_env=ShapeEnv())
+    z = _symbolic(other, torch.empty(4, 256))
+    _CALLS.clear()
+    calls = [((x, 128), mode), ((x, 64), mode), ((y, 128), mode), ((x_cols, 128), mode), ((z, 128), other),
+             ((x, 128), mode), ((y, 128), mode), ((x_cols, 128), mode), ((z, 128), other)]
+    for args, m in calls:
+        _same(fake_value(pair, args, {}, m, layouts=layouts), _run(m, pair, *args))
+    assert _CALLS.count("pair") == 5 + len(calls)  # five layouts met the first time, and every reference run
+
+
+def test_kernels_with_fresh_sizes_or_side_effects_always_run(mode):
+    """An unbacked output size must be a new symbol each call; a mutating op's value is not a
+    function of its inputs' layouts alone."""
+    layouts = OutputLayouts()
+    x = _symbolic(mode, torch.empty(4, 8))
+    _CALLS.clear()
+    sizes = [fake_value(torch.ops.eqsat_fake_test.nonzero.default, (x,), {}, mode, layouts=layouts).shape[0]
+             for _ in range(2)]
+    assert _CALLS == ["nonzero", "nonzero"] and str(sizes[0]) != str(sizes[1])
+    for _ in range(2):
+        fake_value(torch.ops.eqsat_fake_test.scale_.default, (x,), {}, mode, layouts=layouts)
+    assert _CALLS.count("scale_") == 2
+
+
+def test_a_strided_view_skips_the_fake_modes_dispatch(mode, monkeypatch):
+    x = _symbolic(mode, torch.empty(4, 2944))
+
+    def refused(*args: object, **kwargs: object) -> object:
+        raise AssertionError("went through the fake mode's dispatch")
+
+    monkeypatch.setattr(FakeTensorMode, "dispatch", refused)
+    assert strided_view(x, (x.shape[0], 2880), (2944, 1), 0, mode).shape[1] == 2880

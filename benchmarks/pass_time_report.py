@@ -345,7 +345,9 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "stopwatch; *torch fake values* is the time torch takes to make the fake value (shape propagation with "
         "the token dim symbolic) of each node a pass wrote whose value is new, which either pass pays for the "
         "nodes it writes: for eqsat, timed in the same runs as it makes them (`eqsat/fake_value.py`; it reuses "
-        "an original node's value where a new node computes an old value and is no view); for the baseline, "
+        "an original node's value where a new node computes an old value and is no view, and makes a kernel's "
+        "outputs from the layouts the kernel gave on inputs of the same layouts before, which the engine keeps "
+        "across graphs as it keeps the declared rules); for the baseline, "
         "each such node's op dispatched again under the graph's fake mode (it then hits torch's fake-tensor "
         "cache: the least it costs); *eqsat's Python* is the rest. *eqsat ms for 10x* is the baseline's warm "
         "time over 10.", "", *split_table(rows), "",
@@ -381,10 +383,13 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "- On the small graphs no stage dominates (the per-graph stage table), and part of the time is not eqsat's "
         "code (the split table): egglog charges for every row inserted, matched and deleted and for every call, "
         "about 1 ms a graph even on the smallest; and where eqsat writes a node whose value no original node "
-        "has (a view of a kernel's output, a kernel with no original of its shape), torch computes its fake "
-        "value: with the token dim symbolic, 0.3-0.5 ms for a view (`eqsat/fake_value.py` makes a reshape as "
-        "an `as_strided` view and runs other views with torch's fake-tensor cache off, whose hits cost twice "
-        "that) and about 1.5 ms for a kernel.",
+        "has (a view of a kernel's output, a kernel with no original of its shape), its fake value must be made "
+        "with the token dim symbolic. `eqsat/fake_value.py` makes a view that is a window of its base (a "
+        "reshape of a contiguous tensor, a slice of step 1) as `as_strided` through a dispatch mode that runs "
+        "only the meta kernel (~0.1 ms, where torch's fake mode takes 0.25-0.45 ms), runs other views "
+        "through the fake mode with its cache off (its hits cost twice that), and makes a kernel's outputs "
+        "from the layouts the kernel gave before on inputs of the same layouts (~0.35 ms an output; the first "
+        "time, torch's dispatch: about 1.5 ms for a two-output kernel).",
         "- Load was the largest stage at f0df88b (egglog compiling one rule of a `let` per term: 47% of the "
         "61-layer run). Terms now enter as rows egglog reads with `input` (eqsat.load), and an engine "
         "declares a rule the first time a graph can fire it (rewrites.reach) and empties its tables after "

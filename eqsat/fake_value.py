@@ -58,7 +58,7 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
     return (step, *reversed(strides)) if sizes else ()
 
 
-def _contiguous(t: torch.Tensor) -> bool:
+def is_contiguous(t: torch.Tensor) -> bool:
     """``t.is_contiguous()``, read off concrete strides where they are row-major: on a value torch has
     just made (a kernel's output) with the token dim symbolic, torch works contiguity out in ~10
     symbolic-int operations (~0.15 ms); strides equal to the row-major ones are contiguous by definition."""
@@ -112,7 +112,7 @@ def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> 
     when ``base`` is not a contiguous tensor or a dim inside the outermost is symbolic (then the
     reshape must run)."""
     strides = row_major_strides(known.shape)
-    if not isinstance(base, FakeTensor) or strides is None or not _contiguous(base):
+    if not isinstance(base, FakeTensor) or strides is None or not is_contiguous(base):
         return None
     return strided_view(base, known.shape, strides, base.storage_offset(), mode)
 

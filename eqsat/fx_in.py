@@ -31,6 +31,7 @@ import torch.fx as fx
 from torch.fx.node import map_aggregate
 
 from eqsat.errors import EqSatInputError
+from eqsat.fake_value import is_contiguous
 from eqsat.ir import MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
 from eqsat.kernels.catalog import Catalog
 from eqsat.vocab.base import VocabIndex, op_schema
@@ -113,15 +114,15 @@ def _val(node: fx.Node) -> object:
     return node.meta["val"]
 
 
-def facts_of(val: object, names: dict[object, int | str] | None = None) -> TensorFacts | None:
-    """The facts of a value (``None`` for a non-tensor); ``names`` memoises symbolic dims (``dim_key``)."""
+def facts_of(val: object) -> TensorFacts | None:
+    """The facts of a value (``None`` for a non-tensor)."""
     if not isinstance(val, torch.Tensor):
         return None
     try:
-        contiguous = bool(val.is_contiguous())
+        contiguous = is_contiguous(val)
     except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
         contiguous = False
-    return TensorFacts(dtype_name(val.dtype), tuple(dim_key(d, names) for d in val.shape), contiguous)
+    return TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, val.shape)), contiguous)
 
 
 def _mutated_args(node: fx.Node) -> list[fx.Node]:
@@ -218,7 +219,6 @@ class _Importer:
         self.index = {n: i for i, n in enumerate(self.nodes)}
         self.out = Imported(graph, self.nodes, {}, {}, [], [])
         self.generic_keys: dict[str, int] = {}
-        self.dim_names: dict[object, int | str] = {}  # symbolic dim expression -> its key (ir.dim_key)
         # auto_functionalized nodes: FX getitem index -> constructor output (multi-output ops), or
         # the term each getitem stands for when the op has a single output (the node is absorbed)
         self.af_outputs: dict[int, dict[int, int]] = {}
@@ -247,7 +247,7 @@ class _Importer:
             else:
                 self.out.terms[i] = term
             val = node.meta.get("val")
-            facts = facts_of(val, self.dim_names)
+            facts = facts_of(val)
             if facts is not None:
                 self.out.facts[i] = facts
         self.out.roots = sorted({i for _, i in self.out.uses})
@@ -289,7 +289,7 @@ class _Importer:
             x = node.args[0]
             if not isinstance(val, torch.Tensor) or not isinstance(x, fx.Node):
                 return None
-            key = shape_key(dim_key(d, self.dim_names) for d in val.shape)
+            key = shape_key(map(dim_key, val.shape))
             if target in (aten.view.default, aten.reshape.default, aten._unsafe_view.default):
                 self.out.shape_args.setdefault(key, node.args[1])
             return ("Reshape", (Arg(self.index[x]), key))

@@ -23,7 +23,7 @@ from functools import cached_property
 import torch
 import torch.fx as fx
 from torch._guards import detect_fake_mode
-from torch._subclasses.fake_tensor import FakeTensorMode
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
@@ -73,8 +73,10 @@ class _Emitter:
 
     @cached_property
     def fake_mode(self) -> FakeTensorMode | None:
-        """The graph's fake mode, looked up the first time a new node's value must be computed."""
-        return detect_fake_mode([v for n in self.im.nodes if isinstance(v := n.meta.get("val"), torch.Tensor)])
+        """The graph's fake mode, looked up the first time a new node's value must be computed (from the
+        first fake value: a graph's values share one mode, and torch flattens every value it is given)."""
+        first = next((v for n in self.im.nodes if isinstance(v := n.meta.get("val"), FakeTensor)), None)
+        return detect_fake_mode([first] if first is not None else [])
 
     # -- materialisation ---------------------------------------------------------------------
     def value(self, eclass: int, anchor: fx.Node) -> fx.Node:

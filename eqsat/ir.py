@@ -24,6 +24,7 @@ dtypes kernel ``K`` accepts; the catalog fills it.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 
 import torch
@@ -79,19 +80,16 @@ def dtype_from_name(name: str) -> torch.dtype:
     return value
 
 
-def dim_key(d: int | torch.SymInt, names: dict[object, int | str] | None = None) -> int | str:
-    """A concrete dim stays an int; a symbolic one becomes its expression, e.g. ``"s77"``.
-    ``names`` (optional) memoises expressions: printing one costs sympy ~30 us, and a graph repeats a
-    few symbols in every shape."""
-    if not isinstance(d, torch.SymInt):
-        return int(d)
-    expr = d.node.expr
-    got = names.get(expr) if names is not None else None
-    if got is None:
-        got = int(expr) if expr.is_number else str(expr)
-        if names is not None:
-            names[expr] = got
-    return got
+@functools.lru_cache(maxsize=4096)
+def _expr_key(expr: object) -> int | str:
+    """A symbolic dim's expression as a key; memoised: printing one costs sympy ~30 us, and every graph
+    of a compile repeats the same few (sympy expressions are immutable and hashable)."""
+    return int(expr) if expr.is_number else str(expr)  # type: ignore[attr-defined,call-overload]
+
+
+def dim_key(d: int | torch.SymInt) -> int | str:
+    """A concrete dim stays an int; a symbolic one becomes its expression, e.g. ``"s77"``."""
+    return _expr_key(d.node.expr) if isinstance(d, torch.SymInt) else int(d)
 
 
 def shape_key(shape: Iterable[int | str]) -> str:

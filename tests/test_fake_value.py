@@ -17,9 +17,9 @@ from eqsat import fx_out
 from eqsat.capture import copy_graph
 from eqsat.fake_value import (
     OutputLayouts,
-    _contiguous,
     contiguous_view,
     fake_value,
+    is_contiguous,
     row_major_strides,
     slice_view,
     strided_view,
@@ -89,8 +89,8 @@ def test_contiguity_read_off_strides_is_torchs(mode, view):
     with mode:
         v = view(x)
         kernel_out = x.new_empty(v.shape)  # a value torch has just made: its contiguity not worked out yet
-    assert _contiguous(v) == v.is_contiguous()
-    assert _contiguous(kernel_out) and kernel_out.is_contiguous()
+    assert is_contiguous(v) == v.is_contiguous()
+    assert is_contiguous(kernel_out) and kernel_out.is_contiguous()
 
 
 def test_row_major_strides_spare_torch_the_contiguity_check():
@@ -103,7 +103,7 @@ def test_row_major_strides_spare_torch_the_contiguity_check():
         def is_contiguous(self) -> bool:
             raise AssertionError("row-major strides are contiguous by definition")
 
-    assert _contiguous(Value())  # type: ignore[arg-type]
+    assert is_contiguous(Value())  # type: ignore[arg-type]
 
 
 def test_a_reshape_of_a_strided_tensor_runs_the_op(mode):

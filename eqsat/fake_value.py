@@ -16,11 +16,9 @@ else emit does:
 - **other view ops** run with torch's fake-tensor cache off (``disable_fake_tensor_cache``): a cache
   hit rebuilds a view with ``empty_strided`` + ``set_``, which costs twice what working the view
   out does (~1.0 against ~0.45 ms);
-- a **custom op** (a kernel) that neither mutates nor aliases runs under the graph's fake mode the
-  first time it meets inputs of given layouts; :class:`OutputLayouts` remembers its outputs'
-  layouts, and the next call on inputs of the same layouts in the same fake mode (the next layer,
-  the next graph of one compile) gets fresh outputs of those layouts made directly (~0.3 ms an
-  output, where torch's dispatch, cache hit included, costs ~1.2-1.5 ms for a two-output kernel);
+- a **custom op** (a kernel) runs under the graph's fake mode the first time it meets inputs of given
+  layouts; after that its outputs are made from the layouts it gave (``eqsat.output_layouts``: ~0.3
+  ms an output, where torch's dispatch, cache hit included, costs ~1.2-1.5 ms for a two-output kernel);
 - **anything else** (an ATen op) runs under the graph's fake mode as it is; there the cache helps.
 Each is the value torch itself would give the node: same sizes, strides, storage offset, dtype,
 device, and for a view the same storage and base (``tests/test_fake_value.py`` checks them against
@@ -29,18 +27,13 @@ the op run plainly). Without a fake mode (a graph traced without one) the op run
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, nullcontext
+from collections.abc import Callable, Sequence
 
 import torch
-from torch._subclasses.fake_tensor import (
-    FakeTensor,
-    FakeTensorMode,
-    disable_fake_tensor_cache,
-    in_kernel_invocation_manager,
-)
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, disable_fake_tensor_cache
 from torch.utils._python_dispatch import TorchDispatchMode
+
+from eqsat.output_layouts import OutputLayouts, meta_kernel, sym_expr
 
 aten = torch.ops.aten
 
@@ -68,14 +61,6 @@ def is_contiguous(t: torch.Tensor) -> bool:
     return bool(t.is_contiguous())
 
 
-@contextmanager
-def _in_kernel(mode: FakeTensorMode) -> Iterator[None]:
-    """Where torch's fake mode runs a meta kernel: fake tensors dispatch as their meta tensors, and a
-    symbolic comparison inside adds no guard."""
-    with in_kernel_invocation_manager(mode), mode.shape_env.suppress_guards() if mode.shape_env else nullcontext():
-        yield
-
-
 class _Strided(TorchDispatchMode):
     """Dispatches ``as_strided`` on a fake tensor as the fake mode would, without its general
     dispatch: the meta kernel runs on the meta tensor and the result is wrapped as a FakeTensor of
@@ -93,7 +78,7 @@ class _Strided(TorchDispatchMode):
             if func is torch.ops.prim.device.default:  # asked while the result is wrapped
                 return base.fake_device
             if func is aten.as_strided.default:
-                with _in_kernel(self.mode):
+                with meta_kernel(self.mode):
                     out = func(*args, **kwargs)
                 return FakeTensor(self.mode, out, base.fake_device)
         with self.mode:
@@ -117,11 +102,6 @@ def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> 
     return strided_view(base, known.shape, strides, base.storage_offset(), mode)
 
 
-def _expr(d: object) -> object:
-    """A size, stride or offset as a hashable value: a symbolic one as its expression."""
-    return d.node.expr if isinstance(d, torch.SymInt) else d
-
-
 def slice_view(base: object, args: tuple, kwargs: dict, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
     """``aten.slice.Tensor(base, *args[1:], **kwargs)`` made as ``as_strided`` when it is a window:
     step 1, a start of 0 or more, concrete strides, and ``known`` (the slice's value in the original
@@ -138,102 +118,9 @@ def slice_view(base: object, args: tuple, kwargs: dict, known: torch.Tensor, mod
     size, whole = known.shape[dim], base.shape[dim]
     if not (isinstance(size, int) and isinstance(whole, int) and start + size <= whole):
         return None
-    if any(_expr(a) != _expr(b) for k, (a, b) in enumerate(zip(known.shape, base.shape, strict=True)) if k != dim):
+    if any(sym_expr(a) != sym_expr(b) for k, (a, b) in enumerate(zip(known.shape, base.shape, strict=True)) if k != dim):
         return None
     return strided_view(base, known.shape, strides, base.storage_offset() + start * strides[dim], mode)
-
-
-_Layout = tuple[tuple[object, ...], tuple[object, ...], object, torch.dtype, torch.device, object]
-_Entry = tuple[type | None, tuple[_Layout, ...]]
-
-
-def _layout(t: object) -> _Layout | None:
-    """What a fresh output's value is made from (sizes, strides, offset, dtype, device, storage bytes),
-    or None for anything but a plain fake tensor (a view, a tensor needing grad, a non-strided one)."""
-    if not isinstance(t, FakeTensor) or t._is_view() or t.requires_grad or t.layout != torch.strided:
-        return None
-    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.fake_device,
-            _expr(t.untyped_storage().nbytes()))
-
-
-def _keyed(layout: _Layout | None) -> tuple | None:
-    """``layout`` with its symbolic values as expressions, to compare by value."""
-    return None if layout is None else tuple(tuple(map(_expr, x)) if isinstance(x, tuple) else _expr(x) for x in layout)
-
-
-class OutputLayouts:
-    """The output layouts of the custom ops emit has run, per fake mode (held weakly) and per inputs'
-    layouts and other arguments (see the module docstring). An entry is kept only for an op that
-    neither mutates nor aliases, whose every output is a plain fake tensor without symbols of its own
-    (an unbacked size must be fresh each call), and whose outputs made again from their layouts match
-    the ones torch made; otherwise the op runs under the fake mode every time."""
-
-    def __init__(self) -> None:
-        # mode -> key -> (tuple or list for a multi-output op, None for one tensor; the layouts), or
-        # None when the op's value cannot be made from layouts
-        self._seen: weakref.WeakKeyDictionary[FakeTensorMode, dict[tuple, _Entry | None]] = weakref.WeakKeyDictionary()
-
-    @staticmethod
-    def _key(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> tuple | None:
-        def arg(a: object) -> object:
-            if isinstance(a, torch.Tensor):
-                return (tuple(map(_expr, a.shape)), tuple(map(_expr, a.stride())), _expr(a.storage_offset()), a.dtype,
-                        a.device)
-            if isinstance(a, (list, tuple)):
-                return type(a), tuple(map(arg, a))
-            return type(a), a  # 1, 1.0 and True are equal keys: the type tells them apart
-
-        key = (op, tuple(map(arg, args)), tuple(sorted((k, arg(v)) for k, v in kwargs.items())))
-        try:
-            hash(key)
-        except TypeError:
-            return None
-        return key
-
-    def value(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> object:
-        key = self._key(op, args, kwargs)
-        seen = self._seen.setdefault(mode, {})
-        entry = seen.get(key) if key is not None else None
-        if entry is not None:
-            return self._made(entry, mode)
-        with mode:
-            out = op(*args, **kwargs)
-        if key is not None and key not in seen:
-            seen[key] = self._reusable(op, args, out, mode)
-        return out
-
-    @staticmethod
-    def _made(entry: _Entry, mode: FakeTensorMode) -> object:
-        """Fresh fake outputs of ``entry``'s layouts, as torch's fake-tensor cache makes them on a hit."""
-        kind, layouts = entry
-        with _in_kernel(mode):
-            metas = [torch.empty_strided(s, st, dtype=dt, device="meta") for s, st, _, dt, _, _ in layouts]
-        made = [FakeTensor(mode, m, layout[4]) for m, layout in zip(metas, layouts, strict=True)]
-        return made[0] if kind is None else kind(made)
-
-    def _reusable(self, op: torch._ops.OpOverload, args: tuple, out: object, mode: FakeTensorMode) -> _Entry | None:
-        schema = op._schema
-        if any(a.alias_info is not None for a in (*schema.arguments, *schema.returns)):
-            return None
-        kind = type(out) if type(out) in (tuple, list) else None
-        got = [_layout(t) for t in (out if kind is not None else (out,))]  # type: ignore[union-attr]
-        if any(x is None or _expr(x[2]) != 0 for x in got):
-            return None
-        layouts: tuple[_Layout, ...] = tuple(got)  # type: ignore[arg-type]
-        inputs: set[object] = set()
-        for a in args:
-            if isinstance(a, torch.Tensor):
-                for d in (*a.shape, *a.stride()):
-                    if isinstance(d, torch.SymInt):
-                        inputs |= d.node.expr.free_symbols
-        own = {s for x in layouts for d in (*x[0], *x[1]) if isinstance(d, torch.SymInt) for s in d.node.expr.free_symbols}
-        if not own <= inputs:
-            return None
-        entry = (kind, layouts)
-        again = self._made(entry, mode)
-        if [_keyed(_layout(t)) for t in (again if kind is not None else (again,))] != list(map(_keyed, layouts)):
-            return None
-        return entry
 
 
 def fake_value(target: object, args: tuple, kwargs: dict, mode: FakeTensorMode | None,

@@ -27,10 +27,11 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
-from eqsat.fake_value import OutputLayouts, fake_value
+from eqsat.fake_value import fake_value
 from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.ir import dtype_from_name
 from eqsat.kernels.catalog import Catalog
+from eqsat.output_layouts import OutputLayouts
 from eqsat.vocab.base import VocabIndex
 from extract.egraph import EGraph, ENode, Ref, Selection
 

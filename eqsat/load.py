@@ -24,11 +24,11 @@ from pathlib import Path
 from egglog import bindings as eb
 
 from eqsat import load_rows
-from eqsat.fake_value import OutputLayouts
 from eqsat.fx_in import Imported
 from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, constructor, schema
 from eqsat.kernels.catalog import Catalog
 from eqsat.load_rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
+from eqsat.output_layouts import OutputLayouts
 from eqsat.saturate import SizeBound
 from eqsat.vocab.base import VocabIndex, Vocabulary
 from rewrites.reach import Reach

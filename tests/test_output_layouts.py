@@ -1,0 +1,124 @@
+"""``eqsat.output_layouts``: a kernel's fake outputs made from the layouts it gave before are the ones
+torch makes; they are reused only for the same op, inputs' layouts, arguments and fake mode, and
+never for an op with fresh (unbacked) output sizes or side effects."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+from eqsat.fake_value import fake_value
+from eqsat.output_layouts import OutputLayouts
+from tests.test_fake_value import _same, _symbolic
+
+aten = torch.ops.aten
+
+
+@pytest.fixture
+def mode() -> FakeTensorMode:
+    return FakeTensorMode(shape_env=ShapeEnv())
+
+
+_CALLS: list[str] = []
+
+
+@torch.library.custom_op("eqsat_fake_test::pair", mutates_args=())
+def _pair(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    return x.clone(), x.new_zeros(x.shape[0], x.shape[1] // group)
+
+
+@_pair.register_fake
+def _(x: torch.Tensor, group: int) -> tuple[torch.Tensor, torch.Tensor]:
+    _CALLS.append("pair")
+    return torch.empty_like(x, dtype=torch.float8_e4m3fn), x.new_empty(x.shape[0], x.shape[1] // group,
+                                                                     dtype=torch.float32)
+
+
+@torch.library.custom_op("eqsat_fake_test::one", mutates_args=())
+def _one(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_one.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("one")
+    return torch.empty_like(x)
+
+
+@torch.library.custom_op("eqsat_fake_test::nonzero", mutates_args=())
+def _nonzero(x: torch.Tensor) -> torch.Tensor:
+    return x.nonzero()
+
+
+@_nonzero.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("nonzero")
+    return x.new_empty(torch.library.get_ctx().new_dynamic_size(), x.dim(), dtype=torch.int64)
+
+
+@torch.library.custom_op("eqsat_fake_test::scale_", mutates_args=("x",))
+def _scale_(x: torch.Tensor) -> torch.Tensor:
+    x.mul_(2)
+    return x.new_ones(1)
+
+
+@_scale_.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("scale_")
+    return x.new_empty(1)
+
+
+def test_a_kernels_outputs_are_made_from_the_layouts_it_gave_before(mode):
+    layouts = OutputLayouts()
+    x = _symbolic(mode, torch.empty(4, 256))
+    pair, one = torch.ops.eqsat_fake_test.pair.default, torch.ops.eqsat_fake_test.one.default
+    _CALLS.clear()
+    first = fake_value(pair, (x, 128), {}, mode, layouts=layouts)
+    second = fake_value(pair, (x, 128), {}, mode, layouts=layouts)
+    assert _CALLS == ["pair"]  # torch ran the kernel's fake function once
+    with mode:
+        want = pair(x, 128)
+    _same(second, want)
+    _same(first, want)
+    assert second[0].untyped_storage()._cdata != first[0].untyped_storage()._cdata  # fresh values
+    fake_value(one, (x,), {}, mode, layouts=layouts)
+    _same(fake_value(one, (x,), {}, mode, layouts=layouts), _run(mode, one, x))  # one output, not a tuple
+    assert _CALLS.count("one") == 2  # the first call, and the reference just above
+
+
+def _run(mode: FakeTensorMode, op: object, *args: object) -> object:
+    with mode:
+        return op(*args)  # type: ignore[operator]
+
+
+def test_other_layouts_another_mode_or_other_arguments_run_the_kernel_again(mode):
+    layouts = OutputLayouts()
+    pair = torch.ops.eqsat_fake_test.pair.default
+    x = _symbolic(mode, torch.empty(4, 256))
+    y = _symbolic(mode, torch.empty(4, 256))  # another symbol for the token dim
+    with mode:
+        x_cols = aten.as_strided.default(x, x.shape, (1, x.shape[0]))  # x's shape, column-major
+    other = FakeTensorMode(shape_env=ShapeEnv())
+    z = _symbolic(other, torch.empty(4, 256))
+    _CALLS.clear()
+    calls = [((x, 128), mode), ((x, 64), mode), ((y, 128), mode), ((x_cols, 128), mode), ((z, 128), other),
+             ((x, 128), mode), ((y, 128), mode), ((x_cols, 128), mode), ((z, 128), other)]
+    for args, m in calls:
+        _same(fake_value(pair, args, {}, m, layouts=layouts), _run(m, pair, *args))
+    assert _CALLS.count("pair") == 5 + len(calls)  # five layouts met the first time, and every reference run
+
+
+def test_kernels_with_fresh_sizes_or_side_effects_always_run(mode):
+    """An unbacked output size must be a new symbol each call; a mutating op's value is not a
+    function of its inputs' layouts alone."""
+    layouts = OutputLayouts()
+    x = _symbolic(mode, torch.empty(4, 8))
+    _CALLS.clear()
+    sizes = [fake_value(torch.ops.eqsat_fake_test.nonzero.default, (x,), {}, mode, layouts=layouts).shape[0]
+             for _ in range(2)]
+    assert _CALLS == ["nonzero", "nonzero"] and str(sizes[0]) != str(sizes[1])
+    for _ in range(2):
+        fake_value(torch.ops.eqsat_fake_test.scale_.default, (x,), {}, mode, layouts=layouts)
+    assert _CALLS.count("scale_") == 2

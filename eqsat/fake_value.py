@@ -107,7 +107,8 @@ def slice_view(base: object, args: tuple, kwargs: dict, known: torch.Tensor, mod
     step 1, a start of 0 or more, concrete strides, and ``known`` (the slice's value in the original
     graph) that agrees with ``base`` outside the sliced dim and fits inside it; None otherwise."""
     params = dict(zip(("dim", "start", "end", "step"), args[1:], strict=False)) | kwargs
-    dim, start = params.get("dim", 0), params.get("start", None) or 0
+    dim, start = params.get("dim", 0), params.get("start")
+    start = 0 if start is None else start  # not `or 0`: a symbolic start's truth value would add a guard
     if not isinstance(base, FakeTensor) or params.get("step", 1) != 1 or not isinstance(start, int) or start < 0:
         return None
     strides = base.stride()

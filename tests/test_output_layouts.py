@@ -4,6 +4,8 @@ never for an op with fresh (unbacked) output sizes or side effects."""
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -122,3 +124,15 @@ def test_kernels_with_fresh_sizes_or_side_effects_always_run(mode):
     for _ in range(2):
         fake_value(torch.ops.eqsat_fake_test.scale_.default, (x,), {}, mode, layouts=layouts)
     assert _CALLS.count("scale_") == 2
+
+
+def test_the_layouts_of_a_fake_mode_go_with_it():
+    """An engine outlives compiles: what it keeps for one compile's fake mode must not keep that mode alive."""
+    layouts = OutputLayouts()
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x = _symbolic(mode, torch.empty(4, 256))
+    fake_value(torch.ops.eqsat_fake_test.pair.default, (x, 128), {}, mode, layouts=layouts)
+    assert len(layouts._seen) == 1
+    del mode, x
+    gc.collect()
+    assert len(layouts._seen) == 0

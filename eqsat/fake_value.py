@@ -12,7 +12,8 @@ else emit does:
   ``Reshape``) whose shape is known (an original FX value of its e-class has it) is the base's
   contiguous view at the same storage offset (``reshape`` itself decomposes to ``view`` and works
   its strides out symbolically, ~0.8 ms); a **slice** of step 1 along a dim of concrete size, whose
-  shape is known, is the base's strides at the start's offset;
+  shape is known, is the base's strides at the start's offset. Should the meta kernel fail (it
+  checks the window's bounds, which an unbacked size leaves undecided), the view runs as below;
 - **other view ops** run with torch's fake-tensor cache off (``disable_fake_tensor_cache``): a cache
   hit rebuilds a view with ``empty_strided`` + ``set_``, which costs twice what working the view
   out does (~1.0 against ~0.45 ms);
@@ -86,10 +87,15 @@ class _Strided(TorchDispatchMode):
 
 
 def strided_view(base: torch.Tensor, sizes: Sequence[object], strides: Sequence[object], offset: object,
-                 mode: FakeTensorMode) -> torch.Tensor:
-    """``base.as_strided(sizes, strides, offset)`` as the fake mode makes it, at a quarter of the cost."""
-    with _Strided(mode):
-        return aten.as_strided.default(base, sizes, strides, offset)
+                 mode: FakeTensorMode) -> torch.Tensor | None:
+    """``base.as_strided(sizes, strides, offset)`` as the fake mode makes it, at a quarter of the cost;
+    None when the meta kernel cannot decide its bounds check (an unbacked size: the op itself then runs
+    through the fake mode, whose own rules for the view may not need that check)."""
+    try:
+        with _Strided(mode):
+            return aten.as_strided.default(base, sizes, strides, offset)
+    except Exception:  # any failure of the shortcut leaves the value to torch
+        return None
 
 
 def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:

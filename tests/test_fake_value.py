@@ -13,6 +13,7 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 import eqsat
 from benchmarks.graphs import models
+from eqsat import fake_value as fake_value_module
 from eqsat import fx_out
 from eqsat.capture import copy_graph
 from eqsat.fake_value import (
@@ -204,3 +205,17 @@ def test_a_strided_view_skips_the_fake_modes_dispatch(mode, monkeypatch):
 
     monkeypatch.setattr(FakeTensorMode, "dispatch", refused)
     assert strided_view(x, (x.shape[0], 2880), (2944, 1), 0, mode).shape[1] == 2880
+
+
+def test_a_window_torch_cannot_check_is_left_to_the_fake_mode(mode, monkeypatch):
+    """Should the meta kernel fail (an unbacked size it cannot bound), the op runs through the fake mode."""
+    x = _symbolic(mode, torch.empty(4, 2944))
+    with mode:
+        want = aten.slice.Tensor(x, -1, 0, 2880)
+
+    def undecidable(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("could not guard on data-dependent expression")
+
+    monkeypatch.setattr(fake_value_module, "meta_kernel", undecidable)
+    assert strided_view(x, (x.shape[0], 2880), (2944, 1), 0, mode) is None
+    _same(fake_value(aten.slice.Tensor, (x, -1, 0, 2880), {}, mode, torch.empty_like(want)), want)

@@ -136,3 +136,20 @@ def test_the_layouts_of_a_fake_mode_go_with_it():
     del mode, x
     gc.collect()
     assert len(layouts._seen) == 0
+
+
+def test_a_kernel_whose_layouts_cannot_be_checked_keeps_running(mode, monkeypatch):
+    """Should remaking the outputs fail, the kernel's value still comes from torch, each time."""
+    from eqsat import output_layouts
+
+    def failing(*args: object, **kwargs: object) -> object:
+        raise RuntimeError("cannot remake")
+
+    layouts = OutputLayouts()
+    x = _symbolic(mode, torch.empty(4, 256))
+    pair = torch.ops.eqsat_fake_test.pair.default
+    monkeypatch.setattr(output_layouts.OutputLayouts, "_made", staticmethod(failing))
+    _CALLS.clear()
+    for _ in range(2):
+        _same(fake_value(pair, (x, 128), {}, mode, layouts=layouts), _run(mode, pair, x, 128))
+    assert _CALLS.count("pair") == 4  # two values and two references: nothing was kept

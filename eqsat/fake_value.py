@@ -108,10 +108,11 @@ def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> 
     return strided_view(base, known.shape, strides, base.storage_offset(), mode)
 
 
-def slice_view(base: object, args: tuple, kwargs: dict, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
-    """``aten.slice.Tensor(base, *args[1:], **kwargs)`` made as ``as_strided`` when it is a window:
+def slice_view(args: tuple, kwargs: dict, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
+    """``aten.slice.Tensor(*args, **kwargs)`` made as ``as_strided`` when it is a window of its base:
     step 1, a start of 0 or more, concrete strides, and ``known`` (the slice's value in the original
     graph) that agrees with ``base`` outside the sliced dim and fits inside it; None otherwise."""
+    base = args[0]
     params = dict(zip(("dim", "start", "end", "step"), args[1:], strict=False)) | kwargs
     dim, start = params.get("dim", 0), params.get("start")
     start = 0 if start is None else start  # not `or 0`: a symbolic start's truth value would add a guard
@@ -142,7 +143,7 @@ def fake_value(target: object, args: tuple, kwargs: dict, mode: FakeTensorMode |
         if view is not None:
             return view
     if known is not None and target is aten.slice.Tensor:
-        view = slice_view(args[0], args, kwargs, known, mode)
+        view = slice_view(args, kwargs, known, mode)
         if view is not None:
             return view
     if isinstance(target, torch._ops.OpOverload):

@@ -32,7 +32,7 @@ from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.ir import dtype_from_name
 from eqsat.kernels.catalog import Catalog
 from eqsat.output_layouts import OutputLayouts
-from eqsat.vocab.base import VocabIndex
+from eqsat.vocab.base import VocabIndex, op_schema
 from extract.egraph import EGraph, ENode, Ref, Selection
 
 
@@ -146,7 +146,7 @@ class _Emitter:
             spelling = self.vocab.spelling_for(enode.op, self.im.vocabularies)
             if spelling is not None:
                 op = spelling.overload()
-                if any(r.alias_info is not None for r in op._schema.returns):
+                if op_schema(op).returns_alias:
                     self.reuse_classes.discard(enode.eclass)  # a view: its strides are its own
                 node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass)
             elif spec.expand is not None:
@@ -223,7 +223,7 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
     """Write ``selection`` into the graph (see the module docstring): ``class_of_node`` and
     ``enode_of_node`` say where each FX node's own term is in ``egraph``. ``check_budget`` is called
     before each root and may raise: every change is then undone. ``layouts``: the kernels' output
-    layouts kept across graphs (``eqsat.fake_value.OutputLayouts``; a pass's engine holds one)."""
+    layouts kept across graphs (``eqsat.output_layouts.OutputLayouts``; a pass's engine holds one)."""
     em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab, layouts)
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []

@@ -68,7 +68,7 @@ class Engine:
     where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
     and rule list. ``layouts`` keeps, across the graphs too, the output layouts of the kernels emit
-    wrote (``eqsat.fake_value.OutputLayouts``), so a kernel's fake value is computed once per layout.
+    wrote (``eqsat.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout.
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:

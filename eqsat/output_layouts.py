@@ -23,6 +23,8 @@ from contextlib import contextmanager, nullcontext
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 
+from eqsat.vocab.base import op_schema
+
 
 @contextmanager
 def meta_kernel(mode: FakeTensorMode) -> Iterator[None]:
@@ -106,8 +108,8 @@ class OutputLayouts:
         return made[0] if kind is None else kind(made)
 
     def _reusable(self, op: torch._ops.OpOverload, args: tuple, out: object, mode: FakeTensorMode) -> _Entry | None:
-        schema = op._schema
-        if any(a.alias_info is not None for a in (*schema.arguments, *schema.returns)):
+        schema = op_schema(op)
+        if schema.returns_alias or any(a.written for a in schema.arguments):
             return None
         kind = type(out) if type(out) in (tuple, list) else None
         got = [_layout(t) for t in (out if kind is not None else (out,))]  # type: ignore[union-attr]

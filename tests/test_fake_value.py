@@ -171,7 +171,7 @@ def test_a_slice_window_is_the_slice_torch_makes(mode, shape, args, kwargs):
         base = aten.slice.Tensor(x, -1, 0)  # a view: the window's base is x
         want = aten.slice.Tensor(base, *args, **kwargs)
     known = torch.empty_like(want)  # the original graph's value of the class
-    _same(slice_view(base, (base, *args), kwargs, known, mode), want)
+    _same(slice_view((base, *args), kwargs, known, mode), want)
     _same(fake_value(aten.slice.Tensor, (base, *args), kwargs, mode, known), want)
 
 
@@ -183,7 +183,7 @@ def test_other_slices_are_left_to_torch(mode, args, kwargs):
     with mode:
         want = aten.slice.Tensor(x, *args, **kwargs) if args[0] < 2 else None
     known = torch.empty_like(want) if want is not None else torch.empty_like(x)
-    assert slice_view(x, (x, *args), kwargs, known, mode) is None
+    assert slice_view((x, *args), kwargs, known, mode) is None
     if want is not None:
         _same(fake_value(aten.slice.Tensor, (x, *args), kwargs, mode, known), want)
 
@@ -193,8 +193,8 @@ def test_a_slice_whose_known_shape_disagrees_is_left_to_torch(mode):
     with mode:
         other = torch.empty(3, 8)
         too_long = torch.empty_like(aten.slice.Tensor(x, 1, 0, 16))
-    assert slice_view(x, (x, 1, 0, 8), {}, other, mode) is None  # another outer size
-    assert slice_view(x, (x, 1, 4, 16), {}, too_long, mode) is None  # 4 + 16 runs past the end
+    assert slice_view((x, 1, 0, 8), {}, other, mode) is None  # another outer size
+    assert slice_view((x, 1, 4, 16), {}, too_long, mode) is None  # 4 + 16 runs past the end
 
 
 def test_a_strided_view_skips_the_fake_modes_dispatch(mode, monkeypatch):

@@ -22,7 +22,6 @@ from functools import cached_property
 
 import torch
 import torch.fx as fx
-from torch._guards import detect_fake_mode
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
@@ -74,10 +73,10 @@ class _Emitter:
 
     @cached_property
     def fake_mode(self) -> FakeTensorMode | None:
-        """The graph's fake mode, looked up the first time a new node's value must be computed (from the
-        first fake value: a graph's values share one mode, and torch flattens every value it is given)."""
+        """The graph's fake mode, looked up the first time a new node's value must be computed: the mode
+        of its first fake value (a graph's values share one; new values must belong to it too)."""
         first = next((v for n in self.im.nodes if isinstance(v := n.meta.get("val"), FakeTensor)), None)
-        return detect_fake_mode([first] if first is not None else [])
+        return first.fake_mode if first is not None else None
 
     # -- materialisation ---------------------------------------------------------------------
     def value(self, eclass: int, anchor: fx.Node) -> fx.Node:

@@ -55,6 +55,35 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="eqsat-load-", dir=shm if memory else None))
 
 
+def _remove(folder: Path, open_files: dict[str, int]) -> None:
+    for fd in open_files.values():
+        os.close(fd)
+    open_files.clear()
+    shutil.rmtree(folder, True)
+
+
+class RowFiles:
+    """One file per input relation in a private folder, each kept open while its owner lives: a graph's
+    rows overwrite the last graph's in place (``pwrite`` then ``ftruncate``: two system calls where
+    opening, truncating and closing the file took four, and the file's memory pages stay allocated)."""
+
+    def __init__(self) -> None:
+        self.folder = _scratch()
+        self._open: dict[str, int] = {}
+        weakref.finalize(self, _remove, self.folder, self._open)
+
+    def write(self, relation: str, lines: Sequence[str]) -> str:
+        """Make ``relation``'s file hold ``lines`` (and nothing else); its path."""
+        path = str(self.folder / f"{relation}.tsv")
+        fd = self._open.get(relation)
+        if fd is None:
+            fd = self._open[relation] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        data = ("\n".join(lines) + "\n").encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        return path
+
+
 class Engine:
     """An egglog e-graph with the schema and the catalog's dtype facts declared, and the rules
     declared as graphs need them.
@@ -92,8 +121,8 @@ class Engine:
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
                                    for n, f in self.egraph.freeze().functions.items()
                                    if n not in self.constructors and n not in ("dtype-ok", SHARED)}))
-        self.files = _scratch()  # the input relations' rows
-        weakref.finalize(self, shutil.rmtree, self.files, True)
+        self.files = RowFiles()  # the input relations' rows
+        self.parsed: dict[str, list] = {}  # saturation's run commands by text, parsed once (eqsat.saturate)
         self._run_load = self.egraph.parse_program("(run load 1)")
         self._run_clear = self.egraph.parse_program(f"(run {CLEAR} 1)")
 
@@ -203,11 +232,5 @@ class Engine:
             raise RuntimeError("declare_for(imported) first: rules it can fire may be undeclared")
         commands = []
         for relation, lines in rows(imported, self.constructors).items():
-            path = str(self.files / f"{relation}.tsv")
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            try:
-                os.write(fd, ("\n".join(lines) + "\n").encode())
-            finally:
-                os.close(fd)
-            commands.append(eb.Input(_SPAN, relation, path))
+            commands.append(eb.Input(_SPAN, relation, self.files.write(relation, lines)))
         self.egraph.run_program(*commands, *self._run_load)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from functools import lru_cache
 
 from eqsat.fx_in import Arg, Imported
 from eqsat.ir import FX
@@ -40,9 +40,10 @@ _FACT_FILLER = "\t".join(["0", "-", "-", "0", "-1", "0"])  # has 0, then fillers
 _SLOT_FILLERS = [FILLER[s] for s, n in SLOTS.items() for _ in range(n)]
 
 
-def slots(sorts: Sequence[str]) -> list[int] | None:
+@lru_cache(maxsize=1024)
+def slots(sorts: tuple[str, ...]) -> tuple[int, ...] | None:
     """The shared relation's column of each argument of a constructor of ``sorts``, or None when
-    they do not fit its slots."""
+    they do not fit its slots (a pure function of the sorts, memoised: every graph asks it again)."""
     used: Counter[str] = Counter()
     columns = []
     for s in sorts:
@@ -50,7 +51,7 @@ def slots(sorts: Sequence[str]) -> list[int] | None:
             return None
         columns.append(_VARS.index(f"{_PREFIX[s]}{used[s]}"))
         used[s] += 1
-    return columns
+    return tuple(columns)
 
 
 def _fact_rules(row: str) -> list[str]:
@@ -79,7 +80,7 @@ def tensor_schema() -> list[str]:
     return [f"(relation {TENSOR} (i64 {' '.join(_FACT_SORTS)}))", *_fact_rules(row), _deleted(row)]
 
 
-def loader(name: str, sorts: Sequence[str]) -> list[str]:
+def loader(name: str, sorts: tuple[str, ...]) -> list[str]:
     """The rule that builds constructor ``name``'s terms from their rows (and, when its arguments do
     not fit the shared relation, that relation of its own)."""
     columns = slots(sorts)
@@ -111,8 +112,10 @@ def _field(v: object, sort: str) -> str:
     raise ValueError(f"cannot load {type(v).__name__} {v!r} as egglog {sort}")
 
 
+@lru_cache(maxsize=4096)
 def _facts(f: TensorFacts) -> str:
-    """dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous: tab-separated."""
+    """dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous: tab-separated (memoised:
+    a model's graphs repeat a few shapes)."""
     last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1
     shape = _field(",".join(map(str, f.shape)), "String")
     return f"{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
@@ -122,8 +125,7 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
     """Input relation -> its rows (tab-separated lines) for ``imported``'s terms and facts."""
     out: dict[str, list[str]] = {}
     shared: list[str] = []
-    layout: dict[str, tuple[tuple[str, ...], list[int] | None]] = {}
-    facts_text: dict[TensorFacts, str] = {}  # values of one shape share their facts' text
+    layout: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
     for i, (op, args) in imported.terms.items():
         got = layout.get(op)
         if got is None:
@@ -134,17 +136,15 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
             raise ValueError(f"node {i}: {op} with {len(args)} argument(s) is not a declared constructor")
         fields = [_field(a, s) for a, s in zip(args, sorts, strict=True)]
         facts = imported.facts.get(i)
-        if facts is not None and facts not in facts_text:
-            facts_text[facts] = _facts(facts)
         if columns is None:
             out.setdefault(f"in-{op}", []).append("\t".join([str(i), *fields]))
             if facts is not None:
-                out.setdefault(TENSOR, []).append(f"{i}\t{facts_text[facts]}")
+                out.setdefault(TENSOR, []).append(f"{i}\t{_facts(facts)}")
             continue
         row = [str(i), op, *_SLOT_FILLERS]
         for c, text in zip(columns, fields, strict=True):
             row[c] = text
-        row.append(f"1\t{facts_text[facts]}" if facts is not None else _FACT_FILLER)
+        row.append(f"1\t{_facts(facts)}" if facts is not None else _FACT_FILLER)
         shared.append("\t".join(row))
     if shared:
         out[SHARED] = shared

@@ -100,7 +100,7 @@ def egraph_size(egraph: eb.EGraph) -> int:
 
 
 def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
-             bound: SizeBound | None = None) -> SaturationReport:
+             bound: SizeBound | None = None, parsed: dict[str, list] | None = None) -> SaturationReport:
     report = SaturationReport()
     most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
     growth = bound.growth if bound is not None else {}
@@ -110,7 +110,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
     text, fixed = SCHEDULES[budgets.scheduler]
     half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
-    programs: dict[int, list] = {}
+    programs = {} if parsed is None else parsed  # run commands by text: parsing one costs ~5-10 us
     n, pace = 1, 0.0  # iterations of the next call; seconds an iteration took in the last one
     while True:
         if report.iterations >= budgets.iterations:
@@ -124,10 +124,11 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             n = fixed
         else:  # calls of 1, 2, 4, ... iterations while the last call's pace says they fit
             n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
-        if n not in programs:
-            programs[n] = egraph.parse_program(text.format(ruleset=RULESET, n=n))
+        command = text.format(ruleset=RULESET, n=n)
+        if command not in programs:
+            programs[command] = egraph.parse_program(command)
         called = time.perf_counter()
-        out = egraph.run_program(*programs[n])[0].report
+        out = egraph.run_program(*programs[command])[0].report
         ran = len(out.iterations)
         pace = (time.perf_counter() - called) / max(ran, 1)
         report.iterations += ran

@@ -193,7 +193,7 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
 
     first, order = _fixpoint(egraph, own, kids, best, value)
     selection = _finish(egraph, kids, best, first, order)
-    return switch_multi_output(egraph, selection, {c: b[2] for c, b in best.items()}, cost)
+    return switch_multi_output(egraph, selection, {c: b[2] for c, b in best.items()}, own, kids)
 
 
 def tree_greedy(egraph: EGraph, cost: CostFn) -> Selection:

@@ -23,17 +23,16 @@ from __future__ import annotations
 
 from collections import Counter
 
-from extract.base import CostFn, ExtractionError, reachable
+from extract.base import ExtractionError, reachable
 from extract.egraph import EGraph, Selection
 
 _EPS = 1e-9
 
 
 class _Dag:
-    def __init__(self, egraph: EGraph, selection: Selection, choices: Selection, cost: CostFn) -> None:
-        self.eg, self.choices = egraph, choices
-        self.own = [float(cost(n)) for n in egraph.nodes]
-        self.kids = [tuple(dict.fromkeys(n.children)) for n in egraph.nodes]
+    def __init__(self, egraph: EGraph, selection: Selection, choices: Selection, own: list[float],
+                 kids: list[tuple[int, ...]]) -> None:
+        self.eg, self.choices, self.own, self.kids = egraph, choices, own, kids
         self.cur = dict(selection)
         self.refs: Counter[int] = Counter(egraph.roots)
         for i in selection.values():
@@ -92,18 +91,20 @@ class _Dag:
                 self.cur[key] = old  # type: ignore[assignment]
 
 
-def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection, cost: CostFn) -> Selection:
+def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection, own: list[float],
+                        kids: list[tuple[int, ...]]) -> Selection:
     """``selection`` improved by whole-kernel switches (see the module docstring); ``choices`` gives a
-    choice for every class that may come alive (the extractor's best per class)."""
+    choice for every class that may come alive (the extractor's best per class); ``own`` and ``kids``:
+    each e-node's own cost and its distinct child classes, as the extractor computed them."""
     projections: dict[int, list[tuple[int, int]]] = {}
     for i, n in enumerate(egraph.nodes):
         if n.op == "Get" and n.children and n.children[0] in choices:
             projections.setdefault(n.children[0], []).append((i, n.eclass))
     users: dict[int, list[int]] = {}  # e-class -> e-nodes that read it
-    for i, n in enumerate(egraph.nodes):
-        for k in set(n.children):
+    for i, ks in enumerate(kids):
+        for k in ks:
             users.setdefault(k, []).append(i)
-    dag = _Dag(egraph, selection, choices, cost)
+    dag = _Dag(egraph, selection, choices, own, kids)
     kept = [_keep(dag, _take(dag, egraph, gets, users)) for gets in projections.values()]
     kept += [_keep(dag, _leave(dag, egraph, t, gets)) for t, gets in projections.items()]
     if not any(kept):

@@ -4,6 +4,10 @@ egglog would misread."""
 
 from __future__ import annotations
 
+import gc
+import os
+from pathlib import Path
+
 import pytest
 from egglog import bindings as eb
 
@@ -12,7 +16,7 @@ from benchmarks.graphs import models
 from eqsat import load_rows
 from eqsat.capture import copy_graph
 from eqsat.fx_in import Arg, import_graph
-from eqsat.load import Engine
+from eqsat.load import Engine, RowFiles
 from eqsat.load_rows import _field
 from eqsat.saturate import egraph_size, saturate
 from eqsat.vocab.base import VocabIndex
@@ -179,3 +183,19 @@ def test_an_engine_declares_only_the_constructors_its_graphs_and_rules_name():
     assert named <= declared and not (set(engine.constructors) - named) & declared
     with pytest.raises(ValueError, match="not constructors"):
         engine.declare_constructors(["NoSuchOp"])
+
+
+def test_row_files_hold_exactly_the_last_rows_and_go_with_their_owner():
+    files = RowFiles()
+    path = files.write("in-term", ["1\ta\tlonger row", "2\tb\tanother"])
+    assert files.write("in-term", ["3\tc"]) == path  # overwritten in place: nothing of the longer rows is left
+    assert Path(path).read_text() == "3\tc\n"
+    other = files.write("tensor", ["4"])
+    assert Path(other).read_text() == "4\n" and Path(path).read_text() == "3\tc\n"
+    folder, fds = files.folder, list(files._open.values())
+    del files
+    gc.collect()
+    assert not folder.exists()
+    for fd in fds:
+        with pytest.raises(OSError):
+            os.fstat(fd)

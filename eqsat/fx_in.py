@@ -246,15 +246,14 @@ class _Importer:
                 self._use(node)
             else:
                 self.out.terms[i] = term
-            val = node.meta.get("val")
-            facts = facts_of(val)
-            if facts is not None:
-                self.out.facts[i] = facts
         self.out.roots = sorted({i for _, i in self.out.uses})
         read = {a.node for _, args in self.out.terms.values() for a in args if isinstance(a, Arg)}
         for i in [i for i, (op, _) in self.out.terms.items() if op == "Leaf" and i not in read]:
             del self.out.terms[i]  # no term reads it and it is no root: its class could only ever hold it
-            self.out.facts.pop(i, None)
+        for i in self.out.terms:  # the facts of the values loaded, and of no other
+            facts = facts_of(self.nodes[i].meta.get("val"))
+            if facts is not None:
+                self.out.facts[i] = facts
         return self.out
 
     def _use(self, consumer: fx.Node) -> None:

@@ -144,28 +144,43 @@ def _setup(egraph: EGraph, cost: CostFn) -> tuple[list[float], list[tuple[int, .
     return own, kids
 
 
+_DENSE_FROM = 64  # e-nodes: below, a set's cost is summed bit by bit (numpy's set-up would cost more)
+_LOOP_UPTO = 8  # set bits: above, and from _DENSE_FROM e-nodes, a set's cost is a dot product
+
+
+class _DenseCost:
+    """The summed own costs of a bitset's e-nodes, as a dot product over the unpacked bits."""
+
+    def __init__(self, own: list[float]) -> None:
+        self.nbytes = (len(own) + 7) // 8
+        self.weights = np.zeros(8 * self.nbytes)
+        self.weights[:len(own)] = own
+        self.buf = np.empty(8 * self.nbytes)  # preallocated: a fresh large array per call would cost page faults
+
+    def __call__(self, x: int) -> float:
+        bits = np.unpackbits(np.frombuffer(x.to_bytes(self.nbytes, "little"), np.uint8), bitorder="little")
+        np.copyto(self.buf, bits)
+        return float(np.einsum("i,i->", self.buf, self.weights))  # not BLAS: its threads stall on short dots
+
+
 def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
     """DAG-aware greedy extraction: each class keeps its cheapest known set of e-nodes."""
     own, kids = _setup(egraph, cost)
     n = len(egraph.nodes)
-    nbytes = (n + 7) // 8
-    weights = np.zeros(8 * nbytes)  # own costs as a vector; non-finite nodes never enter a set
-    weights[:n] = [c if math.isfinite(c) else 0.0 for c in own]
-    small = weights.tolist()
-    buf = np.empty(8 * nbytes)  # preallocated: a fresh large array per call would cost page faults
+    small = [c if math.isfinite(c) else 0.0 for c in own]  # non-finite nodes never enter a set
+    dense = _DenseCost(small) if n > _DENSE_FROM else None
     classes = egraph.classes
     best: _Best = {}
 
     def bits_cost(x: int) -> float:
-        if x.bit_count() <= 8:
+        if dense is None or x.bit_count() <= _LOOP_UPTO:
             s = 0.0
             while x:
                 low = x & -x
                 s += small[low.bit_length() - 1]
                 x ^= low
             return s
-        np.copyto(buf, np.unpackbits(np.frombuffer(x.to_bytes(nbytes, "little"), np.uint8), bitorder="little"))
-        return float(np.einsum("i,i->", buf, weights))  # not BLAS: its threads stall on short dots
+        return dense(x)
 
     def value(i: int) -> tuple[float, object] | None:
         ready = [best.get(k) for k in kids[i]]

@@ -10,12 +10,13 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from unittest import mock
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from extract import EXTRACTORS, check, dag_cost
+from extract import EXTRACTORS, check, dag_cost, greedy
 from extract.base import ExtractionError, reachable
 from extract.egraph import EGraph, ENode, Ref
 from extract.greedy import greedy_dag, tree_greedy
@@ -160,6 +161,19 @@ def test_no_finite_choice_raises(name: str) -> None:
     only_cycle = EGraph.from_nodes([node("f", 0, 1, 1), node("g", 1, 1, 0), node("h", 2, 0)], [0, 2])
     with pytest.raises(ExtractionError):
         EXTRACTORS[name](only_cycle, cost_of)
+
+
+@settings(max_examples=60, deadline=None)
+@given(egraphs())
+def test_greedy_costs_sets_alike_summed_bit_by_bit_or_as_a_dot_product(eg: EGraph) -> None:
+    # small e-graphs sum a set's costs bit by bit; large ones take numpy's dot product: forced here
+    try:
+        by_bits = greedy_dag(eg, cost_of)
+    except ExtractionError:
+        return
+    with mock.patch.object(greedy, "_DENSE_FROM", -1), mock.patch.object(greedy, "_LOOP_UPTO", 0):
+        dense = greedy_dag(eg, cost_of)
+    assert dag_cost(eg, dense, cost_of) == pytest.approx(dag_cost(eg, by_bits, cost_of), rel=1e-9, abs=1e-12)
 
 
 def test_greedy_dag_is_fast_on_a_large_dag() -> None:

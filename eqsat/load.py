@@ -70,14 +70,16 @@ class RowFiles:
     def __init__(self) -> None:
         self.folder = _scratch()
         self._open: dict[str, int] = {}
+        self._paths: dict[str, str] = {}
         weakref.finalize(self, _remove, self.folder, self._open)
 
     def write(self, relation: str, lines: Sequence[str]) -> str:
         """Make ``relation``'s file hold ``lines`` (and nothing else); its path."""
-        path = str(self.folder / f"{relation}.tsv")
         fd = self._open.get(relation)
         if fd is None:
+            path = self._paths[relation] = str(self.folder / f"{relation}.tsv")
             fd = self._open[relation] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        path = self._paths[relation]
         data = ("\n".join(lines) + "\n").encode()
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))

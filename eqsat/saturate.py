@@ -129,12 +129,13 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             programs[command] = egraph.parse_program(command)
         called = time.perf_counter()
         out = egraph.run_program(*programs[command])[0].report
-        ran = len(out.iterations)
+        iterations = out.iterations  # each read of a report's field converts it again
+        ran = len(iterations)
         pace = (time.perf_counter() - called) / max(ran, 1)
         report.iterations += ran
         matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
         report.matches.update(matched)
-        if not out.updated or (fixed is None and not out.iterations[-1].rule_set_report.changed):
+        if not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed):
             report.stop_reason = "saturated"
             break
         if most is not None and all(k in growth for k in matched):

@@ -155,7 +155,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
     deadline.check("serialize")
     with stage("extract"):
-        cost = RooflineCost(eg, options.catalog, load_profile(options.profile), options.sizes)
+        profile = load_profile(options.profile)
+        cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
         selection = EXTRACTORS[options.extractor](eg, cost)
         reached = check(eg, selection)
         before = _before_selection(ser)

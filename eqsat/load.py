@@ -31,6 +31,7 @@ from eqsat.load_rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.output_layouts import OutputLayouts
 from eqsat.saturate import SizeBound
 from eqsat.vocab.base import VocabIndex, Vocabulary
+from extract.cost import CostMemo, Profile, Sizes, size_points
 from rewrites.reach import Reach
 from rewrites.rule import Rule
 
@@ -99,7 +100,9 @@ class Engine:
     where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
     and rule list. ``layouts`` keeps, across the graphs too, the output layouts of the kernels emit
-    wrote (``eqsat.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout.
+    wrote (``eqsat.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout,
+    and the own costs of the e-nodes extraction has costed (``extract.cost.CostMemo``, by op, arguments
+    and facts).
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
@@ -115,6 +118,7 @@ class Engine:
         self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self._vocab: VocabIndex | None = None  # see vocab_index
+        self._costs: CostMemo | None = None  # see cost_memo
         self.layouts = OutputLayouts()
         self.egraph = eb.EGraph()
         program = [schema(), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
@@ -156,6 +160,13 @@ class Engine:
         left = {name: n for name, n in sizes if n and name != "dtype-ok"}
         if left:
             raise RuntimeError(f"rows left in the engine after a graph: {left}")
+
+    def cost_memo(self, profile: Profile, sizes: Sizes) -> CostMemo:
+        """The own costs kept for this engine's catalog at ``profile`` and ``sizes`` (a new memo when
+        either differs from the last graph's): a pass's graphs share e-nodes."""
+        if self._costs is None or not self._costs.serves(self.catalog, profile, size_points(sizes)):
+            self._costs = CostMemo(self.catalog, profile, sizes)
+        return self._costs
 
     def vocab_index(self, vocabularies: tuple[Vocabulary, ...]) -> VocabIndex:
         """The index of ``vocabularies``, kept while the same tuple is asked for (a pass reuses its

@@ -28,9 +28,10 @@ import sympy
 from eqsat.ir import ZERO_COST_OPS
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Operand, Traffic
-from extract.egraph import EGraph, ENode, TensorFacts
+from extract.egraph import EGraph, ENode, Ref, TensorFacts
 
 VIEW_US = 1e-6
+MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
 
 
 @dataclass(frozen=True)
@@ -132,14 +133,32 @@ def size_points(sizes: Sizes) -> tuple[int | Mapping[str, int], ...]:
     return points
 
 
-class RooflineCost:
-    """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``."""
+class CostMemo:
+    """Own costs kept across e-graphs for one catalog, profile and size binding, by what an e-node's
+    cost depends on: its op, its primitive arguments, and the facts of the classes it reads and
+    makes (not their ids). A pass's graphs repeat the same e-nodes (a model's layers), and so does one
+    graph of many layers. ``serves`` says whether it holds costs of that catalog, profile (the same
+    object: a profile read again from a file is new) and sizes."""
 
-    def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256) -> None:
+    def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes) -> None:
+        self.catalog, self.profile, self.points = catalog, profile, size_points(sizes)
+        self.table: dict[tuple, float] = {}
+
+    def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...]) -> bool:
+        return self.catalog is catalog and self.profile is profile and self.points == points
+
+
+class RooflineCost:
+    """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``; ``memo``: costs kept
+    across e-graphs (``CostMemo``), used when it serves the same catalog, profile and sizes."""
+
+    def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256,
+                 memo: CostMemo | None = None) -> None:
         self.egraph, self.catalog, self.profile = egraph, catalog, profile
         self.points = size_points(sizes)
         self._memo: dict[ENode, float] = {}
         self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
+        self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points) else None
 
     def operand_at(self, eclass: int, sizes: int | Mapping[str, int] | None = None) -> Operand | None:
         """The tensor of ``eclass`` at ``sizes`` (default: the first size point); None without facts."""
@@ -184,5 +203,19 @@ class RooflineCost:
     def __call__(self, node: ENode) -> float:
         got = self._memo.get(node)
         if got is None:
-            got = self._memo[node] = sum(self.at(node, s) for s in self.points) / len(self.points)
+            if self._shared is None:
+                got = self._own(node)
+            else:
+                facts = self.egraph.facts
+                key = (node.op, tuple([facts.get(a.eclass) if isinstance(a, Ref) else a for a in node.args]),
+                       facts.get(node.eclass))
+                got = self._shared.get(key)
+                if got is None:
+                    if len(self._shared) >= MEMO_CAP:
+                        self._shared.clear()
+                    got = self._shared[key] = self._own(node)
+            self._memo[node] = got
         return got
+
+    def _own(self, node: ENode) -> float:
+        return sum(self.at(node, s) for s in self.points) / len(self.points)

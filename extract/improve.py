@@ -21,7 +21,7 @@ if a switch ever closed a cycle, the input selection is returned.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import defaultdict
 
 from extract.base import ExtractionError, reachable
 from extract.egraph import EGraph, Selection
@@ -34,9 +34,12 @@ class _Dag:
                  kids: list[tuple[int, ...]]) -> None:
         self.eg, self.choices, self.own, self.kids = egraph, choices, own, kids
         self.cur = dict(selection)
-        self.refs: Counter[int] = Counter(egraph.roots)
+        self.refs: defaultdict[int, int] = defaultdict(int)  # a missing class has no uses
+        for c in egraph.roots:
+            self.refs[c] += 1
         for i in selection.values():
-            self.refs.update(self.kids[i])
+            for k in kids[i]:
+                self.refs[k] += 1
         self.log: list[tuple[str, int, object]] = []
 
     def choice(self, c: int) -> int:

@@ -19,7 +19,10 @@ from eqsat.fx_in import Arg, import_graph
 from eqsat.load import Engine, RowFiles
 from eqsat.load_rows import _field
 from eqsat.saturate import egraph_size, saturate
+from eqsat.serialize import serialize
 from eqsat.vocab.base import VocabIndex
+from extract.cost import RooflineCost, load_profile
+from extract.egraph import EGraph
 from rewrites.reach import Reach
 from rewrites.rule import rewrite
 from tests.conftest import rand, trace
@@ -199,3 +202,26 @@ def test_row_files_hold_exactly_the_last_rows_and_go_with_their_owner():
     for fd in fds:
         with pytest.raises(OSError):
             os.fstat(fd)
+
+
+def _saturated(gm: object, options: eqsat.Options, engine: Engine) -> EGraph:
+    imported = import_graph(gm, options.catalog, VocabIndex(options.vocabularies))
+    engine.declare_for(imported)
+    with engine.scope() as egraph:
+        engine.load(imported)
+        saturate(egraph, options.budgets)
+        return serialize(egraph, engine.constructors, imported.terms, imported.roots).egraph
+
+
+def test_costs_kept_across_e_graphs_are_each_e_nodes_own_cost():
+    options = eqsat.Options()
+    profile = load_profile(options.profile)
+    engine = Engine(options.catalog, options.active_rules())
+    memo = engine.cost_memo(profile, options.sizes)
+    for name in [*models.GRAPHS, *models.GRAPHS]:  # twice: the second time every cost is a kept one
+        eg = _saturated(models.GRAPHS[name](), options, engine)
+        kept = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
+        fresh = RooflineCost(eg, options.catalog, profile, options.sizes)
+        assert [kept(n) for n in eg.nodes] == [fresh(n) for n in eg.nodes], name
+    assert engine.cost_memo(profile, options.sizes) is memo and memo.table
+    assert engine.cost_memo(profile, 512) is not memo  # other sizes, other costs

@@ -16,9 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eqsat.options import Options
 from extract import EXTRACTORS, check, dag_cost, greedy
 from extract.base import ExtractionError, reachable
-from extract.egraph import EGraph, ENode, Ref
+from extract.cost import CostMemo, RooflineCost, load_profile
+from extract.egraph import EGraph, ENode, Ref, TensorFacts
 from extract.greedy import greedy_dag, tree_greedy
 from extract.ilp import ilp_extract
 
@@ -225,3 +227,18 @@ def test_greedy_leaves_a_fused_kernel_whose_unfused_producer_stays_alive() -> No
     assert dag_cost(eg, ilp_extract(eg, cost), cost) == 8.0
     got = greedy_dag(eg, cost)
     assert dag_cost(eg, got, cost) == 8.0 and k not in got
+
+
+def test_a_kept_cost_tells_e_nodes_apart_by_the_facts_of_what_they_read_and_make():
+    catalog, profile = Options().catalog, load_profile("mi300x")
+    memo = CostMemo(catalog, profile, 256)
+    small, wide = TensorFacts("bfloat16", ("s0", 64)), TensorFacts("float32", ("s0", 4096))
+    graphs = [EGraph.from_nodes([ENode("Leaf", (0,), 0), ENode("A1", ("aten.exp.default", 0, Ref(0)), 1)], [1],
+                                {0: a, 1: b}) for a, b in [(small, small), (small, wide), (wide, small), (small, small)]]
+    for eg in graphs:
+        kept = RooflineCost(eg, catalog, profile, 256, memo)
+        assert [kept(n) for n in eg.nodes] == [RooflineCost(eg, catalog, profile, 256)(n) for n in eg.nodes]
+    assert len(memo.table) == 5  # three generic nodes, two leaves: the fourth graph's costs were kept ones
+    other = CostMemo(catalog, load_profile("h200"), 256)
+    RooflineCost(graphs[0], catalog, profile, 256, other)(graphs[0].nodes[1])
+    assert not other.table  # a memo of another profile is not used

@@ -52,12 +52,14 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
     return (step, *reversed(strides)) if sizes else ()
 
 
-def is_contiguous(t: torch.Tensor) -> bool:
+def is_contiguous(t: torch.Tensor, shape: torch.Size | None = None) -> bool:
     """``t.is_contiguous()``, read off concrete strides where they are row-major: on a value torch has
     just made (a kernel's output) with the token dim symbolic, torch works contiguity out in ~10
-    symbolic-int operations (~0.15 ms); strides equal to the row-major ones are contiguous by definition."""
+    symbolic-int operations (~0.15 ms); strides equal to the row-major ones are contiguous by definition.
+    ``shape``: ``t.shape``, when the caller has it already."""
     strides = t.stride()
-    if all(isinstance(s, int) for s in strides) and tuple(strides) == row_major_strides(t.shape):
+    if all(isinstance(s, int) for s in strides) and \
+            strides == row_major_strides(t.shape if shape is None else shape):
         return True
     return bool(t.is_contiguous())
 

@@ -118,11 +118,12 @@ def facts_of(val: object) -> TensorFacts | None:
     """The facts of a value (``None`` for a non-tensor)."""
     if not isinstance(val, torch.Tensor):
         return None
+    shape = val.shape
     try:
-        contiguous = is_contiguous(val)
+        contiguous = is_contiguous(val, shape)
     except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
         contiguous = False
-    return TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, val.shape)), contiguous)
+    return TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, shape)), contiguous)
 
 
 def _mutated_args(node: fx.Node) -> list[fx.Node]:

@@ -94,7 +94,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     ``EqSatPass`` keeps one); it must have been made from the same catalog and rules. A changed
     graph's owning ``GraphModule`` is recompiled unless ``recompile=False`` (a compiler pass: Inductor
     recompiles the module after its post-grad passes)."""
-    options = replace(options or Options(), **overrides) if overrides else options or Options()  # frozen
+    options = replace(options or Options(), **overrides) if overrides else options or Options()  # frozen: shared
     _validate(options)
     graph = fx_in.graph_of(graph_module)
     report = Report()

@@ -138,7 +138,7 @@ class CostMemo:
     cost depends on: its op, its primitive arguments, and the facts of the classes it reads and
     makes (not their ids). A pass's graphs repeat the same e-nodes (a model's layers), and so does one
     graph of many layers. ``serves`` says whether it holds costs of that catalog, profile (the same
-    object: a profile read again from a file is new) and sizes."""
+    object: a profile read again from a file is new, and a profile is never changed in place) and sizes."""
 
     def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes) -> None:
         self.catalog, self.profile, self.points = catalog, profile, size_points(sizes)

@@ -75,13 +75,18 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
     dtypes, shapes = table("dtype"), table("shape")
     contiguous = set(table("contiguous"))
     facts: dict[int, TensorFacts] = {}
+    made: dict[tuple[object, object, bool], TensorFacts] = {}  # classes of one dtype and shape share their facts
     for c, dv in dtypes.items():
         sv = shapes.get(c)
         if sv is None:
             continue
-        text = egraph.value_to_string(sv)
-        shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
-        facts[c] = TensorFacts(egraph.value_to_string(dv), shape, c in contiguous)
+        key = (dv, sv, c in contiguous)
+        got = made.get(key)
+        if got is None:
+            text = egraph.value_to_string(sv)
+            shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
+            got = made[key] = TensorFacts(egraph.value_to_string(dv), shape, key[2])
+        facts[c] = got
     index = {(n.op, n.args): k for k, n in enumerate(nodes)}
     enode_of_node: dict[int, int] = {}
     for i in sorted(terms):  # FX order: children first

@@ -30,6 +30,16 @@ class TensorFacts:
     dtype: str
     shape: tuple[int | str, ...]
     contiguous: bool = True
+    _hash: int = field(init=False, repr=False, compare=False)  # facts key memos (costs, load rows)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_hash", hash((self.dtype, self.shape, self.contiguous)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __reduce__(self) -> tuple[type[TensorFacts], tuple[str, tuple[int | str, ...], bool]]:
+        return TensorFacts, (self.dtype, self.shape, self.contiguous)  # str hashes differ between processes
 
     @property
     def itemsize(self) -> int:

@@ -56,8 +56,8 @@ def _scratch() -> Path:
     return Path(tempfile.mkdtemp(prefix="eqsat-load-", dir=shm if memory else None))
 
 
-def _remove(folder: Path, open_files: dict[str, int]) -> None:
-    for fd in open_files.values():
+def _remove(folder: Path, open_files: dict[str, tuple[int, str]]) -> None:
+    for fd, _ in open_files.values():
         os.close(fd)
     open_files.clear()
     shutil.rmtree(folder, True)
@@ -70,17 +70,16 @@ class RowFiles:
 
     def __init__(self) -> None:
         self.folder = _scratch()
-        self._open: dict[str, int] = {}
-        self._paths: dict[str, str] = {}
+        self._open: dict[str, tuple[int, str]] = {}  # relation -> its file's descriptor and path
         weakref.finalize(self, _remove, self.folder, self._open)
 
     def write(self, relation: str, lines: Sequence[str]) -> str:
         """Make ``relation``'s file hold ``lines`` (and nothing else); its path."""
-        fd = self._open.get(relation)
-        if fd is None:
-            path = self._paths[relation] = str(self.folder / f"{relation}.tsv")
-            fd = self._open[relation] = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        path = self._paths[relation]
+        got = self._open.get(relation)
+        if got is None:
+            path = str(self.folder / f"{relation}.tsv")
+            got = self._open[relation] = (os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), path)
+        fd, path = got
         data = ("\n".join(lines) + "\n").encode()
         os.pwrite(fd, data, 0)
         os.ftruncate(fd, len(data))
@@ -99,10 +98,10 @@ class Engine:
     every row it added (ruleset ``clear``: one delete rule per table that can hold rows, 0.2-0.3 ms
     where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
-    and rule list. ``layouts`` keeps, across the graphs too, the output layouts of the kernels emit
-    wrote (``eqsat.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout,
-    and the own costs of the e-nodes extraction has costed (``extract.cost.CostMemo``, by op, arguments
-    and facts).
+    and rule list. Kept across the graphs too: ``layouts``, the output layouts of the kernels emit wrote
+    (``eqsat.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout; and,
+    through ``cost_memo``, the own costs of the e-nodes extraction has costed (``extract.cost.CostMemo``,
+    by op, arguments and facts).
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:

@@ -195,7 +195,7 @@ def test_row_files_hold_exactly_the_last_rows_and_go_with_their_owner():
     assert Path(path).read_text() == "3\tc\n"
     other = files.write("tensor", ["4"])
     assert Path(other).read_text() == "4\n" and Path(path).read_text() == "3\tc\n"
-    folder, fds = files.folder, list(files._open.values())
+    folder, fds = files.folder, [fd for fd, _ in files._open.values()]
     del files
     gc.collect()
     assert not folder.exists()

@@ -18,7 +18,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 import torch
 import torch.fx as fx
@@ -33,6 +33,13 @@ from eqsat.kernels.catalog import Catalog
 from eqsat.output_layouts import OutputLayouts
 from eqsat.vocab.base import VocabIndex, op_schema
 from extract.egraph import EGraph, ENode, Ref, Selection
+
+
+@lru_cache(maxsize=512)
+def node_name(target: object) -> str:
+    """The name FX gives a node that calls ``target`` (FX works it out with regular expressions for
+    every node it creates; a target's name never changes)."""
+    return fx.Graph()._target_to_str(target)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -203,7 +210,7 @@ class _Emitter:
 
     def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node, eclass: int) -> fx.Node:
         with self.graph.inserting_before(anchor):
-            node = self.graph.call_function(target, args, kwargs)
+            node = self.graph.call_function(target, args, kwargs, name=node_name(target))
         self.result.created.append(node)
         # catalog kernels and projections reuse their class's fake value; views and ATen calls are
         # propagated, since their strides may differ from the original node's

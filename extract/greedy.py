@@ -33,6 +33,7 @@ _Best = dict[int, tuple[float, object, int]]
 
 
 def _parents(kids: list[tuple[int, ...]]) -> dict[int, list[int]]:
+    """E-class -> the e-nodes that read it (each once)."""
     parents: dict[int, list[int]] = {}
     for i, ks in enumerate(kids):
         for k in ks:
@@ -58,15 +59,14 @@ def _ranks(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]],
     return rank
 
 
-def _fixpoint(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]], best: _Best,
-              value: Callable[[int], tuple[float, object] | None]) -> tuple[dict[int, int], dict[int, int]]:
+def _fixpoint(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]], parents: dict[int, list[int]],
+              best: _Best, value: Callable[[int], tuple[float, object] | None]) -> tuple[dict[int, int], dict[int, int]]:
     """Fill ``best`` (class -> (total, payload, node)); return each class's first choice and settle order.
 
     The worklist is a heap keyed by the class's bottom-up rank, so on DAG-shaped e-graphs children
     are (mostly) final before their parents are evaluated and few nodes are evaluated twice.
     """
     nodes = egraph.nodes
-    parents = _parents(kids)
     rank = _ranks(egraph, own, kids, parents)
     first: dict[int, int] = {}
     order: dict[int, int] = {}
@@ -206,9 +206,10 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
             return None  # the node's own class is already below it: a cycle
         return total + own[i], acc | (1 << i)
 
-    first, order = _fixpoint(egraph, own, kids, best, value)
+    parents = _parents(kids)
+    first, order = _fixpoint(egraph, own, kids, parents, best, value)
     selection = _finish(egraph, kids, best, first, order)
-    return switch_multi_output(egraph, selection, {c: b[2] for c, b in best.items()}, own, kids)
+    return switch_multi_output(egraph, selection, {c: b[2] for c, b in best.items()}, own, kids, parents)
 
 
 def tree_greedy(egraph: EGraph, cost: CostFn) -> Selection:
@@ -226,5 +227,5 @@ def tree_greedy(egraph: EGraph, cost: CostFn) -> Selection:
             total += b[0]
         return total, None
 
-    first, order = _fixpoint(egraph, own, kids, best, value)
+    first, order = _fixpoint(egraph, own, kids, _parents(kids), best, value)
     return _finish(egraph, kids, best, first, order)

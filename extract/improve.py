@@ -95,18 +95,15 @@ class _Dag:
 
 
 def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection, own: list[float],
-                        kids: list[tuple[int, ...]]) -> Selection:
+                        kids: list[tuple[int, ...]], users: dict[int, list[int]]) -> Selection:
     """``selection`` improved by whole-kernel switches (see the module docstring); ``choices`` gives a
-    choice for every class that may come alive (the extractor's best per class); ``own`` and ``kids``:
-    each e-node's own cost and its distinct child classes, as the extractor computed them."""
+    choice for every class that may come alive (the extractor's best per class); ``own``, ``kids`` and
+    ``users``: each e-node's own cost and distinct child classes, and each class's reading e-nodes, as
+    the extractor computed them."""
     projections: dict[int, list[tuple[int, int]]] = {}
     for i, n in enumerate(egraph.nodes):
         if n.op == "Get" and n.children and n.children[0] in choices:
             projections.setdefault(n.children[0], []).append((i, n.eclass))
-    users: dict[int, list[int]] = {}  # e-class -> e-nodes that read it
-    for i, ks in enumerate(kids):
-        for k in ks:
-            users.setdefault(k, []).append(i)
     dag = _Dag(egraph, selection, choices, own, kids)
     kept = [_keep(dag, _take(dag, egraph, gets, users)) for gets in projections.values()]
     kept += [_keep(dag, _leave(dag, egraph, t, gets)) for t, gets in projections.items()]

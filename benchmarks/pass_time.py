@@ -32,6 +32,7 @@ default 5 s budget fares on 61 layers is run and reported separately.
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import gc
 import io
@@ -231,8 +232,13 @@ def profile_run(bench: Bench, gm: fx.GraphModule, layers: int, path: Path | None
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    quick = "--quick" in argv
-    write = "--write" in argv or not quick
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.pass_time", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="3 timed runs a graph, L = 1, 4, 8 (a smoke run); writes nothing unless --write")
+    parser.add_argument("--write", action="store_true", help="write the results with --quick too")
+    args = parser.parse_args(list(argv))
+    quick = args.quick
+    write = args.write or not quick
     layers = QUICK_LAYERS if quick else LAYERS
     command = "python -m benchmarks.pass_time" + (" --quick" if quick else "")
     load = os.getloadavg()

@@ -405,3 +405,10 @@ def test_the_split_table_names_what_a_10x_speedup_leaves_and_the_plot_is_written
     assert "**fast**" not in text
     plot_graphs(rows, tmp_path / "g.png")
     assert (tmp_path / "g.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_pass_time_command_refuses_an_unknown_option_before_running_anything(capsys):
+    from benchmarks.pass_time import main
+    with pytest.raises(SystemExit) as stop:
+        main(["--graph", "gpt-oss"])  # an option it does not have: it used to start the full run
+    assert stop.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err

@@ -1,13 +1,16 @@
 """Paired A/B of eqsat's pass time between two checkouts, side by side in one run.
 
-    python -m benchmarks.paired_ab OLD_CHECKOUT [NEW_CHECKOUT] [--rounds N] [--one-off] [--graph NAME]
+    python -m benchmarks.paired_ab OLD_CHECKOUT [NEW_CHECKOUT] [--rounds N] [--one-off | --after-baseline]
+                                   [--graph NAME]
 
 On a shared VM the machine's speed drifts by up to 2x over minutes, so two benchmark runs made one
 after the other cannot show a 5% change. Here two worker processes, one per checkout (each imports
 its own ``eqsat``), stay alive side by side; the driver asks them in turn, alternating which goes
 first, to time one ``eqsat.optimize`` of a fresh copy of each graph of ``benchmarks.graphs.models``
 (a warm engine per graph, as ``benchmarks.pass_time`` runs it), or with ``--one-off`` one fresh
-engine declaring what the graph can fire. A slow spell then hits both alike: the median of the
+engine declaring what the graph can fire; with ``--after-baseline`` each worker first runs the baseline
+(``benchmarks.baseline``) on another copy, untimed, as ``benchmarks.pass_time``'s warm runs follow it
+(the caches then hold the baseline's code and data, not eqsat's). A slow spell then hits both alike: the median of the
 paired differences is the change. Make OLD_CHECKOUT with ``git worktree add /tmp/old <commit>``.
 """
 
@@ -28,9 +31,13 @@ from benchmarks.pass_time import OPTIONS, Bench, _declared
 from eqsat.capture import copy_graph
 from eqsat.fx_in import import_graph
 from eqsat.vocab.base import VocabIndex
-one_off = sys.argv[1] == "one-off"
+one_off, after_baseline = sys.argv[1] == "one-off", sys.argv[1] == "after-baseline"
 models.register_ops()
 ready = {}
+if after_baseline:
+    from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
+    from eqsat.api import gc_paused
+    baseline = PatternMatcherBaseline()
 for line in sys.stdin:
     name = line.strip()
     if name not in ready:
@@ -44,6 +51,10 @@ for line in sys.stdin:
             ready[name] = (gm, engine)
     gm, prepared = ready[name]
     g = copy_graph(gm)
+    if after_baseline:
+        other = copy_graph(gm)
+        with gc_paused():  # as benchmarks.pass_time runs it
+            baseline.apply(other)
     start = time.perf_counter()
     _declared(prepared) if one_off else eqsat.optimize(g, OPTIONS, engine=prepared, recompile=False)
     print((time.perf_counter() - start) * 1e3, flush=True)
@@ -55,7 +66,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("old", type=Path)
     parser.add_argument("new", type=Path, nargs="?", default=Path(__file__).resolve().parent.parent)
     parser.add_argument("--rounds", type=int, default=60)
-    parser.add_argument("--one-off", action="store_true", help="time a fresh engine's declarations instead")
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--one-off", action="store_true", help="time a fresh engine's declarations instead")
+    mode.add_argument("--after-baseline", action="store_true",
+                      help="run the baseline (untimed) right before each timed pass, as pass_time's warm runs")
     parser.add_argument("--graph", action="append", help="only this graph of benchmarks.graphs.models (repeatable)")
     args = parser.parse_args(argv)
     from benchmarks.graphs import models
@@ -63,7 +77,7 @@ def main(argv: list[str]) -> int:
     workers = {}
     for label, root in (("old", args.old.resolve()), ("new", args.new.resolve())):
         workers[label] = subprocess.Popen(
-            [sys.executable, "-c", WORKER, "one-off" if args.one_off else "pass"], cwd=root,
+            [sys.executable, "-c", WORKER, "one-off" if args.one_off else "after-baseline" if args.after_baseline else "pass"], cwd=root,
             env={**os.environ, "PYTHONPATH": str(root)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
     print(f"{'graph':28s} {'old ms':>8s} {'new ms':>8s}  paired old - new")

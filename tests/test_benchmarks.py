@@ -358,15 +358,22 @@ def test_replacements_compute_what_they_replace(case):
         assert (a - b).norm() <= 0.1 * a.norm() + 1e-6, case
 
 
-def test_the_paired_ab_compares_two_checkouts_side_by_side(capsys):
+@pytest.mark.parametrize("mode", [[], ["--after-baseline"]])
+def test_the_paired_ab_compares_two_checkouts_side_by_side(capsys, mode):
     from pathlib import Path
 
     from benchmarks import paired_ab
     here = str(Path(paired_ab.__file__).resolve().parent.parent)
-    assert paired_ab.main([here, here, "--rounds", "4", "--graph", "gpt-oss router + pad"]) == 0
+    assert paired_ab.main([here, here, "--rounds", "4", "--graph", "gpt-oss router + pad", *mode]) == 0
     row = capsys.readouterr().out.splitlines()[-1]
     old, new = (float(x) for x in row.split()[4:6])
     assert row.startswith("gpt-oss router + pad") and old > 0 and new > 0 and "ms (" in row
+
+
+def test_the_paired_ab_takes_one_mode_at_a_time():
+    from benchmarks import paired_ab
+    with pytest.raises(SystemExit):
+        paired_ab.main([".", "--one-off", "--after-baseline"])
 
 
 def test_the_time_split_times_egglog_and_the_fake_values_each_pass_computes(full_baseline):

@@ -419,3 +419,12 @@ def test_the_pass_time_command_refuses_an_unknown_option_before_running_anything
     with pytest.raises(SystemExit) as stop:
         main(["--graph", "gpt-oss"])  # an option it does not have: it used to start the full run
     assert stop.value.code == 2 and "unrecognized arguments" in capsys.readouterr().err
+
+
+def test_the_report_gives_the_spread_of_per_round_speedups():
+    from benchmarks.pass_time_report import Row, Timing, spread
+    row = Row("g", 10, 1.0, Timing([1.0, 2.0, 1.0, 1.0], [], []), Timing([12.0, 12.0, 9.0, 8.0], [], []),
+              eqsat.Report(), {}, {}, 1, 5.0, 300.0)
+    assert row.round_speedups() == [12.0, 6.0, 9.0, 8.0]  # round by round, not median over median
+    assert spread(row.round_speedups()) == "per round 6.50–11.25x between quartiles, 25% of 4 rounds at 10x or more"
+    assert spread([11.0]) == "1 round(s)"

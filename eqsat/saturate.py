@@ -1,9 +1,11 @@
 """Saturate: run the rule set under budgets, and say why it stopped.
 
-Iterations run in egglog calls of 1, 2, 4, ... (the ``simple`` scheduler: egglog stops a call at the
+Iterations run in egglog calls of 4, 8, 16, ... (the ``simple`` scheduler: egglog stops a call at the
 first iteration that changes nothing), since each call costs ~30-50 us beyond its iterations and a
-small graph saturates in a handful: a call runs no more iterations than the cap leaves, than the last
-call's pace says fit in the time left, or than one once the e-graph may be past half the node cap.
+small graph saturates in a handful (3 to 7 on the benchmark graphs: one or two calls): a call runs no
+more iterations than the cap leaves, than the last call's pace says fit in the time left, or than one
+once the e-graph may be past half the node cap; the first call runs one too when no bound on its size
+is known or when the bound at a pessimistic pace (``ROW_SECONDS``) says 4 iterations may not fit.
 
 Stop reasons (egg's ``StopReason``): ``saturated`` (an iteration changed nothing), ``iteration_limit``,
 ``node_limit`` (the e-graph grew past the node cap, seen after the call that grew it) and
@@ -29,7 +31,9 @@ from eqsat.errors import BudgetExceeded
 from eqsat.ir import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
-# scheduler -> (egglog schedule of {n} iterations, iterations a call runs: None for 1, 2, 4, ...,
+FIRST_CALL = 4  # iterations of the first egglog call, when the e-graph is known to be small
+ROW_SECONDS = 1e-6  # a pessimistic pace before any is measured: one iteration over one row (~0.1 us measured)
+# scheduler -> (egglog schedule of {n} iterations, iterations a call runs: None for doubling calls,
 # which needs egglog to stop a call at the first iteration that changes nothing, as its ``run``
 # does); the back-off scheduler runs 4 a call (its bans last within one call)
 SCHEDULES: dict[str, tuple[str, int | None]] = {
@@ -111,7 +115,11 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
     text, fixed = SCHEDULES[budgets.scheduler]
     half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
     programs = {} if parsed is None else parsed  # run commands by text: parsing one costs ~5-10 us
-    n, pace = 1, 0.0  # iterations of the next call; seconds an iteration took in the last one
+    # iterations of the next call (as many as the back-off scheduler's while the e-graph is known to be far
+    # from the node cap and they fit the time share at a pessimistic pace); seconds an iteration took in
+    # the last call
+    small = most is not None and most <= half and FIRST_CALL * most * ROW_SECONDS <= share
+    n, pace = FIRST_CALL if small else 1, 0.0
     while True:
         if report.iterations >= budgets.iterations:
             report.stop_reason = "iteration_limit"
@@ -122,7 +130,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             break
         if fixed is not None:
             n = fixed
-        else:  # calls of 1, 2, 4, ... iterations while the last call's pace says they fit
+        else:  # calls of 4, 8, 16, ... iterations while the last call's pace says they fit
             n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
         command = text.format(ruleset=RULESET, n=n)
         if command not in programs:

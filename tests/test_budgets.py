@@ -64,7 +64,7 @@ def test_backoff_scheduler_reaches_the_same_result():
     assert backoff.kernels_chosen == simple.kernels_chosen and backoff.stop_reason == "saturated"
 
 
-def _runs_of(gm, monkeypatch):
+def _runs_of(gm, monkeypatch, **overrides):
     """The report of optimizing ``gm``, and the iterations each of saturation's egglog calls ran."""
     from eqsat import saturate as sat
 
@@ -72,19 +72,26 @@ def _runs_of(gm, monkeypatch):
     real = sat.saturate
 
     def counted(egraph, *args, **kwargs):  # noqa: ANN001, ANN202
-        class Counting:  # egglog's e-graph, counting what each run call ran
-            def __getattr__(self, name: str) -> object:
-                return getattr(egraph, name)
-
-            def run_program(self, *commands: object) -> list:
-                out = egraph.run_program(*commands)
-                if hasattr(out[0], "report"):
-                    calls.append(len(out[0].report.iterations))
-                return out
-        return real(Counting(), *args, **kwargs)
+        return real(_Counting(egraph, calls), *args, **kwargs)
 
     monkeypatch.setattr(sat, "saturate", counted)
-    return eqsat.optimize(gm, strict=True), calls
+    return eqsat.optimize(gm, strict=True, **overrides), calls
+
+
+class _Counting:
+    """An egglog e-graph that appends to ``calls`` the iterations each run call ran."""
+
+    def __init__(self, egraph: object, calls: list[int]) -> None:
+        self.egraph, self.calls = egraph, calls
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self.egraph, name)
+
+    def run_program(self, *commands: object) -> list:
+        out = self.egraph.run_program(*commands)
+        if hasattr(out[0], "report"):
+            self.calls.append(len(out[0].report.iterations))
+        return out
 
 
 def test_iterations_run_in_doubling_calls(monkeypatch):
@@ -93,12 +100,43 @@ def test_iterations_run_in_doubling_calls(monkeypatch):
     models.register_ops()
     report, calls = _runs_of(models.qwen3_next_gated_norm_3d(), monkeypatch)
     assert report.stop_reason == "saturated" and report.kernels_chosen == {"K_rms_gated_fp8_group_quant": 1}
-    assert report.iterations == sum(calls) == 7 and calls == [1, 2, 4]  # 3 egglog calls, not 7
+    assert report.iterations == sum(calls) == 7 and calls == [4, 3]  # 2 egglog calls, not 7
 
 
-def _saturated(cap: int | None) -> tuple[int, dict, str]:
+def test_near_the_node_cap_every_call_runs_one_iteration(monkeypatch):
+    from benchmarks.graphs import models
+
+    models.register_ops()
+    report, calls = _runs_of(models.qwen3_next_gated_norm_3d(), monkeypatch, budgets=eqsat.Budgets(nodes=120))
+    # the load alone may fill half the cap (its bound is ~110 rows): no call runs more than one
+    assert calls and set(calls) == {1} and report.iterations == len(calls)
+
+
+def test_a_first_call_that_may_not_fit_the_time_share_runs_one_iteration():
+    from benchmarks.graphs import models
+    from eqsat.fx_in import import_graph
+    from eqsat.load import Engine
+    from eqsat.saturate import ROW_SECONDS, saturate
+    from eqsat.vocab.base import VocabIndex
+
+    models.register_ops()
+    options = eqsat.Options()
+    imported = import_graph(models.qwen3_next_gated_norm_3d(), options.catalog, VocabIndex(options.vocabularies))
+    engine = Engine(options.catalog, options.active_rules())
+    engine.declare_for(imported)
+    bound = engine.size_bound(imported)
+    for seconds, first in ((2 * bound.rows * ROW_SECONDS, 1), (1.0, 4)):  # 4 x rows x pace > the share, then <
+        calls: list[int] = []
+        with engine.scope() as egraph:
+            engine.load(imported)
+            saturate(_Counting(egraph, calls), eqsat.Budgets(seconds=seconds), bound=bound)
+        assert calls[0] == first, seconds
+
+
+def _saturated(cap: int | None, bounded: bool = False) -> tuple[int, dict, str]:
     """Qwen3-Next's 3-D gated norm loaded into a fresh engine and saturated: by ``saturate`` capped
-    at ``cap`` iterations, or (``cap`` None) one egglog iteration per call until one changes nothing."""
+    at ``cap`` iterations (``bounded``: given the engine's size bound, so its first call runs up to 4),
+    or (``cap`` None) one egglog iteration per call until one changes nothing."""
     from benchmarks.graphs import models
     from eqsat.fx_in import import_graph
     from eqsat.ir import RULESET
@@ -114,7 +152,7 @@ def _saturated(cap: int | None) -> tuple[int, dict, str]:
     with engine.scope() as egraph:
         engine.load(imported)
         if cap is not None:
-            got = saturate(egraph, eqsat.Budgets(iterations=cap))
+            got = saturate(egraph, eqsat.Budgets(iterations=cap), bound=engine.size_bound(imported) if bounded else None)
             return got.iterations, dict(got.matches), got.stop_reason
         matches: dict[str, int] = {}
         one = egraph.parse_program(f"(run {RULESET} 1)")
@@ -128,12 +166,14 @@ def _saturated(cap: int | None) -> tuple[int, dict, str]:
     raise AssertionError("never saturated")
 
 
-def test_calls_of_many_iterations_match_what_one_at_a_time_matches():
-    """Saturation runs iterations in calls of 1, 2, 4, ...; it ends where one iteration a call ends,
-    with the same matches, and a cap stops it at exactly that many iterations."""
+@pytest.mark.parametrize("bounded", [False, True])
+def test_calls_of_many_iterations_match_what_one_at_a_time_matches(bounded):
+    """Saturation runs iterations in calls of 1, 2, 4, ... (4, 8, ... given a size bound far from the
+    node cap); it ends where one iteration a call ends, with the same matches, and a cap stops it at
+    exactly that many iterations."""
     iterations, matches, _ = _saturated(None)
     assert iterations == 7
-    assert _saturated(30) == (7, matches, "saturated")
+    assert _saturated(30, bounded) == (7, matches, "saturated")
     for cap in range(1, 7):
-        got, _, reason = _saturated(cap)
+        got, _, reason = _saturated(cap, bounded)
         assert (got, reason) == (cap, "iteration_limit")

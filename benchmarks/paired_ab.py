@@ -10,8 +10,8 @@ first, to time one ``eqsat.optimize`` of a fresh copy of each graph of ``benchma
 (a warm engine per graph, as ``benchmarks.pass_time`` runs it), or with ``--one-off`` one fresh
 engine declaring what the graph can fire; with ``--after-baseline`` each worker first runs the baseline
 (``benchmarks.baseline``) on another copy, untimed, as ``benchmarks.pass_time``'s warm runs follow it
-(the caches then hold the baseline's code and data, not eqsat's). A slow spell then hits both alike: the median of the
-paired differences is the change. Make OLD_CHECKOUT with ``git worktree add /tmp/old <commit>``.
+(the caches then hold the baseline's code and data, not eqsat's). A slow spell then hits both alike:
+the median of the paired differences is the change. Make OLD_CHECKOUT with ``git worktree add /tmp/old <commit>``.
 """
 
 from __future__ import annotations
@@ -76,8 +76,9 @@ def main(argv: list[str]) -> int:
 
     workers = {}
     for label, root in (("old", args.old.resolve()), ("new", args.new.resolve())):
+        kind = "one-off" if args.one_off else "after-baseline" if args.after_baseline else "pass"
         workers[label] = subprocess.Popen(
-            [sys.executable, "-c", WORKER, "one-off" if args.one_off else "after-baseline" if args.after_baseline else "pass"], cwd=root,
+            [sys.executable, "-c", WORKER, kind], cwd=root,
             env={**os.environ, "PYTHONPATH": str(root)}, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL, text=True)
     print(f"{'graph':28s} {'old ms':>8s} {'new ms':>8s}  paired old - new")

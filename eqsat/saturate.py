@@ -2,7 +2,7 @@
 
 Iterations run in egglog calls of 4, 8, 16, ... (the ``simple`` scheduler: egglog stops a call at the
 first iteration that changes nothing), since each call costs ~30-50 us beyond its iterations and a
-small graph saturates in a handful (3 to 7 on the benchmark graphs: one or two calls): a call runs no
+small graph saturates in a handful (2 to 7 on the benchmark graphs: one call, two for 7): a call runs no
 more iterations than the cap leaves, than the last call's pace says fit in the time left, or than one
 once the e-graph may be past half the node cap; the first call runs one too when no bound on its size
 is known or when the bound at a pessimistic pace (``ROW_SECONDS``) says 4 iterations may not fit.

@@ -34,10 +34,7 @@ from eqsat.vocab.base import VocabIndex
 one_off, after_baseline = sys.argv[1] == "one-off", sys.argv[1] == "after-baseline"
 models.register_ops()
 ready = {}
-if after_baseline:
-    from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
-    from eqsat.api import gc_paused
-    baseline = PatternMatcherBaseline()
+bench = Bench(runs=1) if after_baseline else None  # its baseline, run as pass_time runs it
 for line in sys.stdin:
     name = line.strip()
     if name not in ready:
@@ -51,10 +48,8 @@ for line in sys.stdin:
             ready[name] = (gm, engine)
     gm, prepared = ready[name]
     g = copy_graph(gm)
-    if after_baseline:
-        other = copy_graph(gm)
-        with gc_paused():  # as benchmarks.pass_time runs it
-            baseline.apply(other)
+    if bench is not None:
+        bench.baseline_run(copy_graph(gm))
     start = time.perf_counter()
     _declared(prepared) if one_off else eqsat.optimize(g, OPTIONS, engine=prepared, recompile=False)
     print((time.perf_counter() - start) * 1e3, flush=True)

@@ -113,17 +113,9 @@ def test_near_the_node_cap_every_call_runs_one_iteration(monkeypatch):
 
 
 def test_a_first_call_that_may_not_fit_the_time_share_runs_one_iteration():
-    from benchmarks.graphs import models
-    from eqsat.fx_in import import_graph
-    from eqsat.load import Engine
     from eqsat.saturate import ROW_SECONDS, saturate
-    from eqsat.vocab.base import VocabIndex
 
-    models.register_ops()
-    options = eqsat.Options()
-    imported = import_graph(models.qwen3_next_gated_norm_3d(), options.catalog, VocabIndex(options.vocabularies))
-    engine = Engine(options.catalog, options.active_rules())
-    engine.declare_for(imported)
+    engine, imported = _qwen_3d_engine()
     bound = engine.size_bound(imported)
     for seconds, first in ((2 * bound.rows * ROW_SECONDS, 1), (1.0, 4)):  # 4 x rows x pace > the share, then <
         calls: list[int] = []
@@ -133,15 +125,11 @@ def test_a_first_call_that_may_not_fit_the_time_share_runs_one_iteration():
         assert calls[0] == first, seconds
 
 
-def _saturated(cap: int | None, bounded: bool = False) -> tuple[int, dict, str]:
-    """Qwen3-Next's 3-D gated norm loaded into a fresh engine and saturated: by ``saturate`` capped
-    at ``cap`` iterations (``bounded``: given the engine's size bound, so its first call runs up to 4),
-    or (``cap`` None) one egglog iteration per call until one changes nothing."""
+def _qwen_3d_engine() -> tuple:
+    """A fresh engine declared for Qwen3-Next's 3-D gated norm, and the graph's import."""
     from benchmarks.graphs import models
     from eqsat.fx_in import import_graph
-    from eqsat.ir import RULESET
     from eqsat.load import Engine
-    from eqsat.saturate import saturate
     from eqsat.vocab.base import VocabIndex
 
     models.register_ops()
@@ -149,6 +137,17 @@ def _saturated(cap: int | None, bounded: bool = False) -> tuple[int, dict, str]:
     imported = import_graph(models.qwen3_next_gated_norm_3d(), options.catalog, VocabIndex(options.vocabularies))
     engine = Engine(options.catalog, options.active_rules())
     engine.declare_for(imported)
+    return engine, imported
+
+
+def _saturated(cap: int | None, bounded: bool = False) -> tuple[int, dict, str]:
+    """Qwen3-Next's 3-D gated norm loaded into a fresh engine and saturated: by ``saturate`` capped
+    at ``cap`` iterations (``bounded``: given the engine's size bound, so its first call runs up to 4),
+    or (``cap`` None) one egglog iteration per call until one changes nothing."""
+    from eqsat.ir import RULESET
+    from eqsat.saturate import saturate
+
+    engine, imported = _qwen_3d_engine()
     with engine.scope() as egraph:
         engine.load(imported)
         if cap is not None:

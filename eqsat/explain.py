@@ -24,6 +24,7 @@ from pathlib import Path
 import torch.fx as fx
 
 from eqsat import fx_in, load, saturate, serialize
+from eqsat.facts import encode_query
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Traffic
 from eqsat.options import Options
@@ -67,7 +68,7 @@ def diagnostic_rules(catalog: Catalog) -> str:
         atoms = list(dict.fromkeys(strip_get(o) for o in spec.outputs or ()))
         query = [f"(= __s{i} {a})" for i, a in enumerate(atoms)]
         for k in range(len(spec.constraints) + 1):
-            body = " ".join(query + list(spec.constraints[:k]))
+            body = " ".join(encode_query(query + list(spec.constraints[:k])))
             lines.append(f'(rule ({body}) ((set ({PROGRESS} "{spec.name}" __s0) {k})) '
                          f':ruleset explain :name "explain-{spec.name}-{k}")')
     return "\n".join(lines)

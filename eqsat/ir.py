@@ -12,14 +12,15 @@ Fixed constructors:
   (``view``, ``reshape``, ``_unsafe_view``, ``squeeze``, ``unsqueeze``) imports as this one form, so
   view algebra is stated once.
 
-Facts, from ``node.meta["val"]`` for every tensor value: ``(dtype t)`` dtype name, ``(shape t)``
-shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it is concrete (the only dim a rule reads;
-other dims are compared through the shape key), and the relation ``(contiguous t)``. The loader
-states them in one input row per FX node ``i`` (dtype, shape key, ndim, the last dim or -1 when
-symbolic, contiguous 0 or 1; ``eqsat.load_rows``), and rules of the ``load`` ruleset spread it into
-those functions of ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx``
-is no op: no rule reads it and it is never extracted. ``(dtype-ok K d)`` lists the activation
-dtypes kernel ``K`` accepts; the catalog fills it.
+Facts, from ``node.meta["val"]`` for every tensor value, as rules read and state them:
+``(dtype t)`` dtype name, ``(shape t)`` shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it
+is concrete (the only dim a rule reads; other dims are compared through the shape key), and the atom
+``(contiguous t)``. egglog keeps three rows per value: ``(dtype t)``, ``(shape t)`` and ``(facts t)``,
+the rest packed in one integer (``eqsat.facts``, which renders rules into that form). The loader
+states them in one input row per FX node ``i`` (``eqsat.load_rows``), and a rule of the ``load``
+ruleset sets them for ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx``
+is no op: no rule reads it and it is never extracted. ``(dtype-ok K d)`` lists the activation dtypes
+kernel ``K`` accepts; the catalog fills it.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ import functools
 from collections.abc import Iterable, Sequence
 
 import torch
+
+from eqsat.facts import SCHEMA as FACTS_SCHEMA
 
 FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
     "Leaf": ("i64",),
@@ -42,13 +45,9 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 
 RULESET = "main"  # the ruleset every rewrite rule runs in
 FX = "Fx"
-FACT_FUNCTIONS = f"""
+BASE_SCHEMA = f"""
 (constructor {FX} (i64) T :unextractable)
-(function dtype (T) String :merge old)
-(function shape (T) String :merge old)
-(function ndim (T) i64 :merge old)
-(function dim (T i64) i64 :merge old)
-(relation contiguous (T))
+{FACTS_SCHEMA}
 (relation dtype-ok (String String))
 (ruleset load)
 """
@@ -60,7 +59,7 @@ ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})
 def schema() -> str:
     """egglog declarations for sort T and the fact functions; constructors come one by one
     (``constructor``), as graphs and rules need them."""
-    return "(datatype T)" + FACT_FUNCTIONS
+    return "(datatype T)" + BASE_SCHEMA
 
 
 def constructor(name: str, sorts: Sequence[str]) -> str:

@@ -148,10 +148,10 @@ class Engine:
         return lines
 
     def size_bound(self, imported: Imported) -> SizeBound:
-        """At most 3 rows a loaded term (its row, ``Fx``, its input row), 6 a value's facts (a
-        ``tensor`` row and the five it spreads into) and ``dtype-ok``'s; each match adds at most one
-        row per application in the rule's actions."""
-        return SizeBound(3 * len(imported.terms) + 6 * len(imported.facts) + self.fixed_rows, self.growth)
+        """At most 3 rows a loaded term (its row, ``Fx``, its input row), 4 a value's facts (a
+        ``tensor`` row and the three it is stored in, ``eqsat.facts``) and ``dtype-ok``'s; each match
+        adds at most one row per application in the rule's actions."""
+        return SizeBound(3 * len(imported.terms) + 4 * len(imported.facts) + self.fixed_rows, self.growth)
 
     def check_empty(self) -> None:
         """Raise unless every table but ``dtype-ok`` is empty (as between graphs)."""

@@ -2,17 +2,18 @@
 
 Most terms share one input relation, ``in-term``: a row holds the FX node index, the constructor name,
 the arguments in typed slots (``SLOTS`` per sort; a tensor argument is its FX node index; an unused
-slot holds its sort's filler) and the node's facts (``has`` 1, dtype, shape key, ndim, the last dim or
--1 when symbolic, contiguous 0 or 1; ``has`` 0 and fillers for a value that is not a tensor). So a
-graph is one file and one ``input`` command whatever constructors it holds (egglog takes ~25-40 us to
+slot holds its sort's filler) and the node's facts (``has`` 1, dtype, shape key and the rest packed in
+one integer, ``eqsat.facts``; ``has`` 0 and fillers for a value that is not a tensor). So a graph is
+one file and one ``input`` command whatever constructors it holds (egglog takes ~25-40 us to
 open and parse each file, writing one costs ~10-50 us). A constructor whose arguments do not fit the
 slots (a fused kernel with many operands, say) keeps a relation of its own, ``in-C`` (node index, then
 its arguments), and its facts go to a ``tensor`` row (``eqsat.ir``).
 
 Every rule that reads a row is in the ``load`` ruleset, run once: a constructor's loader unions
-``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), the fact rules set the fact functions of ``(Fx i)``,
-and one rule per relation deletes its rows (an iteration matches every rule before any acts, so the
-others still see them): input relations are empty outside loading.
+``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), a fact rule sets the ``dtype``, ``shape`` and
+``facts`` of ``(Fx i)`` (``eqsat.facts``), and one rule per relation deletes its rows (an iteration
+matches every rule before any acts, so the others still see them): input relations are empty
+outside loading.
 
 Invariant: a row holds no tab or newline and no string with surrounding blanks (egglog trims
 fields), and its literals match the constructor's sorts; ``rows`` raises ``ValueError`` otherwise.
@@ -24,19 +25,20 @@ import math
 from collections import Counter
 from functools import lru_cache
 
+from eqsat.facts import FACTS, pack
 from eqsat.fx_in import Arg, Imported
 from eqsat.ir import FX
 from extract.egraph import TensorFacts
 
 SHARED = "in-term"
-TENSOR = "tensor"  # the facts of a wide constructor's term: i, dtype, shape key, ndim, last dim, contiguous
+TENSOR = "tensor"  # the facts of a wide constructor's term: i, dtype, shape key, packed rest
 SLOTS = {"T": 4, "i64": 3, "f64": 2, "String": 2}
 FILLER = {"T": "0", "i64": "0", "f64": "0.0", "String": "-"}
 _SLOT_SORT = {"T": "i64", "i64": "i64", "f64": "f64", "String": "String"}  # a tensor slot holds a node index
 _PREFIX = {"T": "t", "i64": "n", "f64": "f", "String": "s"}
-_VARS = ["i", "op", *(f"{_PREFIX[s]}{k}" for s, n in SLOTS.items() for k in range(n)), "has", "dt", "sh", "nd", "la", "c"]
-_FACT_SORTS = ("String", "String", "i64", "i64", "i64")  # dtype, shape key, ndim, last dim, contiguous
-_FACT_FILLER = "\t".join(["0", "-", "-", "0", "-1", "0"])  # has 0, then fillers
+_VARS = ["i", "op", *(f"{_PREFIX[s]}{k}" for s, n in SLOTS.items() for k in range(n)), "has", "dt", "sh", "p"]
+_FACT_SORTS = ("String", "String", "i64")  # dtype, shape key, the packed rest (eqsat.facts.pack)
+_FACT_FILLER = "\t".join(["0", "-", "-", "0"])  # has 0, then fillers
 _SLOT_FILLERS = [FILLER[s] for s, n in SLOTS.items() for _ in range(n)]
 
 
@@ -55,11 +57,10 @@ def slots(sorts: tuple[str, ...]) -> tuple[int, ...] | None:
 
 
 def _fact_rules(row: str) -> list[str]:
-    """The rules that set node ``i``'s facts from an input ``row`` binding ``i dt sh nd la c``."""
-    return [f"(rule ({row}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set (ndim ({FX} i)) nd)) "
-            ":ruleset load)",
-            f"(rule ({row} (>= la 0)) ((set (dim ({FX} i) -1) la)) :ruleset load)",
-            f"(rule ({row} (= c 1)) ((contiguous ({FX} i))) :ruleset load)"]
+    """The rule that states node ``i``'s facts from an input ``row`` binding ``i dt sh p`` (the dtype,
+    the shape key and the packed rest: ``eqsat.facts``)."""
+    return [f"(rule ({row}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set ({FACTS} ({FX} i)) p)) "
+            ":ruleset load)"]
 
 
 def _deleted(row: str) -> str:
@@ -71,12 +72,12 @@ def shared_schema() -> list[str]:
     sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)), "i64", *_FACT_SORTS]
     row = f"({SHARED} {' '.join(_VARS)})"
     return [f"(relation {SHARED} ({' '.join(sorts)}))",
-            *_fact_rules(row.removesuffix(" has dt sh nd la c)") + " 1 dt sh nd la c)"), _deleted(row)]
+            *_fact_rules(row.removesuffix(" has dt sh p)") + " 1 dt sh p)"), _deleted(row)]
 
 
 def tensor_schema() -> list[str]:
     """The relation of wide constructors' facts and its rules: declared with the first wide loader."""
-    row = f"({TENSOR} i dt sh nd la c)"
+    row = f"({TENSOR} i dt sh p)"
     return [f"(relation {TENSOR} (i64 {' '.join(_FACT_SORTS)}))", *_fact_rules(row), _deleted(row)]
 
 
@@ -114,11 +115,11 @@ def _field(v: object, sort: str) -> str:
 
 @lru_cache(maxsize=4096)
 def _facts(f: TensorFacts) -> str:
-    """dtype, shape key, ndim, last dim (-1: symbolic, eqsat.ir), contiguous: tab-separated (memoised:
-    a model's graphs repeat a few shapes)."""
+    """The dtype, the shape key and the packed ndim, last dim (-1: symbolic) and contiguity,
+    tab-separated (memoised: a model's graphs repeat a few shapes)."""
     last = f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1
     shape = _field(",".join(map(str, f.shape)), "String")
-    return f"{_field(f.dtype, 'String')}\t{shape}\t{len(f.shape)}\t{last}\t{int(f.contiguous)}"
+    return f"{_field(f.dtype, 'String')}\t{shape}\t{pack(len(f.shape), last, f.contiguous)}"
 
 
 def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[str, list[str]]:

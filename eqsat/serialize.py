@@ -1,11 +1,11 @@
 """Serialize: freeze the saturated egglog e-graph into the plain value extraction reads.
 
 Entry point :func:`serialize`. It reads egglog's frozen tables directly (no JSON): constructor rows
-become :class:`~extract.egraph.ENode`s and the fact tables :class:`~extract.egraph.TensorFacts` per
-e-class. The e-class of FX node ``i`` is found by hash-consing: its imported term, with each child
-replaced by its child node's e-class, is an e-node of the frozen e-graph (egglog keeps every e-node
-it was given, canonicalised). E-class ids are dense ints assigned here; nothing of egglog survives in
-the result.
+become :class:`~extract.egraph.ENode`s and the fact tables (``eqsat.facts``)
+:class:`~extract.egraph.TensorFacts` per e-class. The e-class of FX node ``i`` is found by
+hash-consing: its imported term, with each child replaced by its child node's e-class, is an e-node
+of the frozen e-graph (egglog keeps every e-node it was given, canonicalised). E-class ids are dense
+ints assigned here; nothing of egglog survives in the result.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from egglog import bindings as eb
 
+from eqsat.facts import FACTS, unpack
 from eqsat.fx_in import Arg, Term
 from extract.egraph import EGraph, ENode, Ref, TensorFacts
 
@@ -72,20 +73,19 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
             return {}
         return {cid(r.inputs[0]): r.output for r in fn.rows}
 
-    dtypes, shapes = table("dtype"), table("shape")
-    contiguous = set(table("contiguous"))
+    dtypes, shapes, packed = table("dtype"), table("shape"), table(FACTS)
     facts: dict[int, TensorFacts] = {}
-    made: dict[tuple[object, object, bool], TensorFacts] = {}  # classes of one dtype and shape share their facts
-    for c, dv in dtypes.items():
-        sv = shapes.get(c)
-        if sv is None:
+    made: dict[tuple[object, object, object], TensorFacts] = {}  # classes of one layout share their facts
+    for c, pv in packed.items():
+        dv, sv = dtypes.get(c), shapes.get(c)
+        if dv is None or sv is None:
             continue
-        key = (dv, sv, c in contiguous)
+        key = (dv, sv, pv)
         got = made.get(key)
         if got is None:
             text = egraph.value_to_string(sv)
             shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
-            got = made[key] = TensorFacts(egraph.value_to_string(dv), shape, key[2])
+            got = made[key] = TensorFacts(egraph.value_to_string(dv), shape, unpack(egraph.value_to_i64(pv))[2])
         facts[c] = got
     index = {(n.op, n.args): k for k, n in enumerate(nodes)}
     enode_of_node: dict[int, int] = {}

@@ -3,13 +3,15 @@
 ``rewrite(name, lhs, rhs)`` states ``lhs = rhs`` (the e-graph keeps both, so it is an equivalence,
 not a replacement); ``rule(name, query, actions)`` is the general multi-fact form. ``numerics`` is
 ``exact`` (bit-identical results) or ``rounding`` (equal up to the rounding of an intermediate);
-``Options.numerics`` selects which rules may run. Rendering to egglog text is the only behaviour.
+``Options.numerics`` selects which rules may run. Rendering to egglog text (``eqsat.facts`` encodes
+the fact forms) is the only behaviour.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from eqsat.facts import encode
 from eqsat.kernels.spec import Numerics
 
 
@@ -22,7 +24,9 @@ class Rule:
     family: str = ""
 
     def egglog(self, ruleset: str) -> str:
-        return (f"(rule ({' '.join(self.query)}) ({' '.join(self.actions)}) "
+        """The egglog rule; its fact forms read and state the packed facts (``eqsat.facts``)."""
+        query, actions = encode(self.query, self.actions)
+        return (f"(rule ({' '.join(query)}) ({' '.join(actions)}) "
                 f':ruleset {ruleset} :name "{self.name}")')
 
 

@@ -15,6 +15,7 @@ import eqsat
 from benchmarks.graphs import models
 from eqsat import load_rows
 from eqsat.capture import copy_graph
+from eqsat.facts import FACTS, unpack
 from eqsat.fx_in import Arg, import_graph
 from eqsat.load import Engine, RowFiles
 from eqsat.load_rows import _field
@@ -147,10 +148,14 @@ def test_loading_leaves_every_fact_and_no_input_row():
     with engine.scope() as egraph:
         engine.load(imported)
         sizes = dict(egraph.run_program(eb.PrintSize(eb.RustSpan("test", 0, 0), None))[0].sizes)
-    facts = imported.facts.values()
-    assert sizes["dtype"] == sizes["shape"] == sizes["ndim"] == len(imported.facts)
-    assert sizes["dim"] == sum(1 for f in facts if f.shape and isinstance(f.shape[-1], int))
-    assert sizes["contiguous"] == sum(1 for f in facts if f.contiguous)
+        frozen = egraph.freeze().functions
+        tables = {name: {r.inputs[0]: r.output for r in frozen[name].rows} for name in ("dtype", "shape", FACTS)}
+        loaded = sorted((egraph.value_to_string(tables["dtype"][c]), egraph.value_to_string(tables["shape"][c]),
+                         *unpack(egraph.value_to_i64(p))) for c, p in tables[FACTS].items())
+    wanted = sorted((f.dtype, ",".join(map(str, f.shape)), len(f.shape),
+                     f.shape[-1] if f.shape and isinstance(f.shape[-1], int) else -1, f.contiguous)
+                    for f in imported.facts.values())
+    assert loaded == wanted  # three rows a value, holding each of its facts
     assert sizes["Fx"] == len(imported.terms)
     assert not {name: n for name, n in sizes.items() if n and (name.startswith("in-") or name == "tensor")}
 

@@ -3,7 +3,7 @@
 Rules are written against five fact forms (``eqsat.ir``): ``(dtype t)``, ``(shape t)``, ``(ndim t)``,
 ``(dim t -1)`` and the atom ``(contiguous t)``. egglog keeps three functions per value: ``(dtype t)``
 and ``(shape t)`` as written, and ``(facts t)``, one i64 packing the rest (:func:`pack`: contiguity
-in bit 0, ndim in the next 5 bits, and above them the last dim + 1, 0 when the last dim is
+in bit 0, ndim in the next 7 bits, and above them the last dim + 1, 0 when the last dim is
 symbolic). So a value is three rows where it was up to five, and a query reads one ``facts`` atom
 per tensor for its rank, last dim and contiguity where it read up to three: fewer rows to load and
 clear, and fewer atoms for egglog to join each iteration. All three stay functions: egglog's
@@ -30,7 +30,7 @@ from collections.abc import Sequence
 FACTS = "facts"
 SCHEMA = "(function dtype (T) String :merge old)\n(function shape (T) String :merge old)\n" \
          f"(function {FACTS} (T) i64 :merge (max old new))"
-_NDIM_BITS = 5
+_NDIM_BITS = 7  # torch allows at most 64 dims
 _NDIM_SHIFT, _LAST_SHIFT = 2, 1 << (1 + _NDIM_BITS)
 _FIELD = {
     "ndim": lambda p: f"(% (/ {p} {_NDIM_SHIFT}) {1 << _NDIM_BITS})",

@@ -13,10 +13,10 @@ a packed code, made some plans split). ``facts`` merges by ``max``: rows of one 
 contiguity (members of one e-class can have different layouts), and the class is contiguous when
 any member is, as the relation ``contiguous`` said before.
 
-:func:`encode` renders a rule in that form: each tensor variable ``v`` whose rank, last dim or
-contiguity the query reads gets ``(= __p_v (facts v))``, and each such read becomes an expression
-of ``__p_v``; ``(dim v -1)`` also requires the last dim to be known, as it did when a symbolic dim
-had no row. A new value's ndim, last dim and contiguity statements become one ``facts`` row (its
+:func:`encode_query` and :func:`encode_actions` render a rule in that form: each tensor variable
+``v`` whose rank, last dim or contiguity the query reads gets ``(= __p_v (facts v))``, and each such
+read becomes an expression of ``__p_v``; ``(dim v -1)`` also requires the last dim to be known, as it
+did when a symbolic dim had no row. A new value's ndim, last dim and contiguity statements become one ``facts`` row (its
 dtype and shape statements stay as they are).
 
 Invariant: fact forms apply to variables only; anything else raises ``ValueError``.
@@ -119,8 +119,3 @@ def encode_actions(actions: Sequence[str]) -> tuple[str, ...]:
         rendered.append(f"(set ({FACTS} {v}) (+ (* (+ (* (+ {f.get('dim', '-1')} 1) {1 << _NDIM_BITS}) "
                         f"{f['ndim']}) 2) {f.get('contiguous', '0')}))")
     return tuple(rendered)
-
-
-def encode(query: Sequence[str], actions: Sequence[str]) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """A rule's query and actions in the packed form (see the module docstring)."""
-    return encode_query(query), encode_actions(actions)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from eqsat.facts import encode
+from eqsat.facts import encode_actions, encode_query
 from eqsat.kernels.spec import Numerics
 
 
@@ -25,8 +25,7 @@ class Rule:
 
     def egglog(self, ruleset: str) -> str:
         """The egglog rule; its fact forms read and state the packed facts (``eqsat.facts``)."""
-        query, actions = encode(self.query, self.actions)
-        return (f"(rule ({' '.join(query)}) ({' '.join(actions)}) "
+        return (f"(rule ({' '.join(encode_query(self.query))}) ({' '.join(encode_actions(self.actions))}) "
                 f':ruleset {ruleset} :name "{self.name}")')
 
 

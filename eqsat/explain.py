@@ -24,7 +24,6 @@ from pathlib import Path
 import torch.fx as fx
 
 from eqsat import fx_in, load, saturate, serialize
-from eqsat.facts import encode_query
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Traffic
 from eqsat.options import Options
@@ -33,6 +32,7 @@ from extract import EXTRACTORS
 from extract.cost import RooflineCost, load_profile
 from extract.egraph import EGraph, ENode, Selection
 from rewrites.kernels import strip_get
+from rewrites.rule import Rule
 
 PROGRESS = "explain-progress"
 
@@ -67,10 +67,9 @@ def diagnostic_rules(catalog: Catalog) -> str:
     for spec in catalog.fused():
         atoms = list(dict.fromkeys(strip_get(o) for o in spec.outputs or ()))
         query = [f"(= __s{i} {a})" for i, a in enumerate(atoms)]
-        for k in range(len(spec.constraints) + 1):
-            body = " ".join(encode_query(query + list(spec.constraints[:k])))
-            lines.append(f'(rule ({body}) ((set ({PROGRESS} "{spec.name}" __s0) {k})) '
-                         f':ruleset explain :name "explain-{spec.name}-{k}")')
+        lines += [Rule(f"explain-{spec.name}-{k}", (*query, *spec.constraints[:k]),
+                       (f'(set ({PROGRESS} "{spec.name}" __s0) {k})',)).egglog("explain")
+                  for k in range(len(spec.constraints) + 1)]
     return "\n".join(lines)
 
 

@@ -228,7 +228,6 @@ class _Importer:
     def run(self) -> Imported:
         self.out.epilogue = epilogue(self.graph)
         mutated = mutated_values(self.graph, self.out.epilogue)
-        op_reasons: dict[object, str | None] = {}
         for i, node in enumerate(self.nodes):
             if i % BUDGET_EVERY == 0:
                 self.check_budget()
@@ -237,7 +236,7 @@ class _Importer:
                 continue
             if node.op == "placeholder":
                 _val(node)
-            reason = _opaque_reason(node, mutated, op_reasons)
+            reason = _opaque_reason(node, mutated, self.vocab.op_reasons)
             term = None if reason else self._term(node)
             if term is ABSORBED:
                 self.out.absorbed.add(i)

@@ -8,9 +8,10 @@ of its consumer, the chosen e-node of its class is materialised just before that
   ``reshape``, a catalog op in the vocabulary the input graph used, or a generic ATen call.
 New nodes get ``meta["val"]`` by running the op on the inputs' fake values under the graph's fake
 mode (symbolic shapes kept; ``eqsat.fake_value`` makes each kind as cheaply as torch allows). Then
-uses are redirected, the graph is linted, and pure nodes left without users are erased. Any failure
-before erasure undoes every change (the graph is as it was); erasure cannot break a linted graph
-(``erase_node`` refuses a node that still has users).
+uses are redirected, and the nodes written or rewired are checked as ``Graph.lint`` checks them (each
+reads only nodes placed before it; ``check_order``), then pure nodes left without users are erased.
+Any failure before erasure undoes every change (the graph is as it was); erasure cannot break a
+checked graph (``erase_node`` refuses a node that still has users).
 """
 
 from __future__ import annotations
@@ -223,6 +224,20 @@ class _Emitter:
         return node
 
 
+def check_order(graph: fx.Graph, written: list[fx.Node]) -> None:
+    """What ``graph.lint()`` checks of the nodes emit wrote or rewired, the only ones it changed: each
+    is in ``graph`` and reads only nodes of ``graph`` placed before it (lint walks every node twice:
+    2.6 ms on the 61-layer graph). Raises ``RuntimeError`` otherwise."""
+    order = {n: k for k, n in enumerate(graph.nodes)}
+    for node in written:
+        k = order.get(node)
+        if k is None:
+            raise RuntimeError(f"node {node.name} is not in the graph")
+        for a in node.all_input_nodes:
+            if order.get(a, k) >= k:
+                raise RuntimeError(f"node {node.name} reads {a.name}, which is not a node of the graph before it")
+
+
 def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
          enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex,
          check_budget: Callable[[], None] | None = None, layouts: OutputLayouts | None = None) -> EmitResult:
@@ -246,7 +261,7 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
             if new is not old:
                 consumer.replace_input_with(old, new)
                 replaced.append((consumer, old, new))
-        graph.lint()
+        check_order(graph, [*em.result.created, *(consumer for consumer, _, _ in replaced)])
     except BaseException:
         for consumer, old, new in reversed(replaced):
             consumer.replace_input_with(new, old)

@@ -74,9 +74,22 @@ def emit_failure(monkeypatch):
     return {}
 
 
+def misplaced_node(monkeypatch):  # emit places a node before its inputs: caught before any erasure
+    real = fx_out._Emitter._call
+
+    def first(self, *a, **k):
+        node = real(self, *a, **k)
+        next(iter(self.graph.nodes)).prepend(node)  # before the placeholders it reads
+        return node
+
+    monkeypatch.setattr(fx_out._Emitter, "_call", first)
+    return {}
+
+
 FAULTS = {"bad_rule": (bad_rule, "prepare"), "raising_formula": (raising_formula, "extract"),
           "egglog_failure": (egglog_failure, "saturate"), "extraction_failure": (extraction_failure, "extract"),
-          "budget_overrun": (budget_overrun, "BudgetExceeded"), "emit_failure": (emit_failure, "emit")}
+          "budget_overrun": (budget_overrun, "BudgetExceeded"), "emit_failure": (emit_failure, "emit"),
+          "misplaced_node": (misplaced_node, "emit")}
 
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))

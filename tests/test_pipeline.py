@@ -167,3 +167,22 @@ def test_an_opaque_value_no_term_reads_is_left_out_of_the_e_graph():
     report = eqsat.optimize(gm, strict=True)
     assert report.changed and report.imported_terms == len(imported.terms) - len(leaves) == 4
     assert report.egraph_nodes == 12
+
+
+def test_an_ops_purity_is_read_once_per_index(monkeypatch):
+    """Whether an op is impure depends on the op alone: the index a pass's engine keeps across graphs
+    asks torch once per op, and an impure op met again stays opaque for the same reason."""
+    from eqsat.fx_in import import_graph
+    from eqsat.vocab.base import VocabIndex
+
+    gm = trace(lambda x, w: rms_quant(mystery(x), w), rand(8, 256), rand(256))
+    asked: list[object] = []
+    real = fx.Node.is_impure
+    monkeypatch.setattr(fx.Node, "is_impure", lambda self, *a, **k: asked.append(self.target) or real(self, *a, **k))
+    options = eqsat.Options()
+    vocab = VocabIndex(options.vocabularies)
+    first = import_graph(gm, options.catalog, vocab)
+    assert asked and len(asked) == len(set(asked)) and vocab.op_reasons
+    seen = list(asked)
+    again = import_graph(gm, options.catalog, vocab)
+    assert asked == seen and again.opaque == first.opaque

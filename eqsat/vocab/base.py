@@ -135,6 +135,10 @@ class VocabIndex:
 
     vocabularies: tuple[Vocabulary, ...]
     by_target: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = field(init=False, repr=False, compare=False)
+    # op -> why import keeps its nodes opaque whatever their arguments, or None (``eqsat.fx_in``
+    # fills it as it meets ops): it reads only the op (its schema, tags and torch's side-effect
+    # registries, ~10 us an op), so the index a pass's engine keeps answers each op once
+    op_reasons: dict[object, str | None] = field(init=False, default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:  # one per pass: each vocabulary keeps its own table by qualname
         table: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = {}

@@ -169,7 +169,7 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
     n = len(egraph.nodes)
     small = [c if math.isfinite(c) else 0.0 for c in own]  # non-finite nodes never enter a set
     dense = _DenseCost(small) if n > _DENSE_FROM else None
-    classes = egraph.classes
+    members = {c: sum(1 << j for j in nodes) for c, nodes in egraph.classes.items()}  # each class's nodes, a bitset
     best: _Best = {}
 
     def bits_cost(x: int) -> float:
@@ -202,7 +202,7 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
                 new = ks & ~acc
                 extra = bits_cost(new) if new.bit_count() <= inter.bit_count() else kt - bits_cost(inter)
                 acc, total = acc | ks, total + extra
-        if any(acc >> j & 1 for j in classes[egraph.nodes[i].eclass]):
+        if acc & members[egraph.nodes[i].eclass]:
             return None  # the node's own class is already below it: a cycle
         return total + own[i], acc | (1 << i)
 

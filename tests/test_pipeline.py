@@ -171,7 +171,7 @@ def test_an_opaque_value_no_term_reads_is_left_out_of_the_e_graph():
 
 def test_an_ops_purity_is_read_once_per_index(monkeypatch):
     """Whether an op is impure depends on the op alone: the index a pass's engine keeps across graphs
-    asks torch once per op, and an impure op met again stays opaque for the same reason."""
+    asks torch once per op, and a graph imported again keeps the same nodes opaque."""
     from eqsat.fx_in import import_graph
     from eqsat.vocab.base import VocabIndex
 

@@ -31,11 +31,14 @@ FACTS = "facts"
 SCHEMA = "(function dtype (T) String :merge old)\n(function shape (T) String :merge old)\n" \
          f"(function {FACTS} (T) i64 :merge (max old new))"
 _NDIM_BITS = 7  # torch allows at most 64 dims
-_NDIM_SHIFT, _LAST_SHIFT = 2, 1 << (1 + _NDIM_BITS)
+# the value of one unit of each field: contiguity is bit 0, ndim the next _NDIM_BITS, the last dim + 1
+# above; pack, unpack and the egglog expressions below all spell the layout with these
+_NDIMS = 1 << _NDIM_BITS
+_NDIM_UNIT, _LAST_UNIT = 2, 2 * _NDIMS
 _FIELD = {
-    "ndim": lambda p: f"(% (/ {p} {_NDIM_SHIFT}) {1 << _NDIM_BITS})",
-    "dim": lambda p: f"(- (/ {p} {_LAST_SHIFT}) 1)",
-    "contiguous": lambda p: f"(% {p} 2)",
+    "ndim": lambda p: f"(% (/ {p} {_NDIM_UNIT}) {_NDIMS})",
+    "dim": lambda p: f"(- (/ {p} {_LAST_UNIT}) 1)",
+    "contiguous": lambda p: f"(% {p} {_NDIM_UNIT})",
 }
 _READ = re.compile(r"\(ndim ([^()\s]+)\)|\(dim ([^()\s]+) -1\)")
 _ANY = re.compile(r"\((?:ndim|dim|contiguous) ")
@@ -45,14 +48,14 @@ _SET = re.compile(r"\(set \(ndim ([^()\s]+)\) ([^()\s]+)\)|\(set \(dim ([^()\s]+
 
 def pack(ndim: int, last: int, contiguous: bool) -> int:
     """The ``facts`` value of a tensor (``last``: its last dim, -1 when symbolic)."""
-    if not 0 <= ndim < 1 << _NDIM_BITS or last < -1:
+    if not 0 <= ndim < _NDIMS or last < -1:
         raise ValueError(f"cannot pack facts ndim={ndim} last={last}")
-    return ((last + 1) << _NDIM_BITS | ndim) << 1 | int(contiguous)
+    return ((last + 1) * _NDIMS + ndim) * _NDIM_UNIT + int(contiguous)
 
 
 def unpack(p: int) -> tuple[int, int, bool]:
     """(ndim, last dim or -1, contiguous) of a ``facts`` value."""
-    return p >> 1 & (1 << _NDIM_BITS) - 1, (p >> 1 + _NDIM_BITS) - 1, bool(p & 1)
+    return p // _NDIM_UNIT % _NDIMS, p // _LAST_UNIT - 1, bool(p % _NDIM_UNIT)
 
 
 def encode_query(query: Sequence[str]) -> tuple[str, ...]:
@@ -74,7 +77,7 @@ def encode_query(query: Sequence[str]) -> tuple[str, ...]:
             raise ValueError(f"a fact form in {atom!r} does not apply to a variable")
         out.append(text)
     bind = [f"(= __p_{v} ({FACTS} {v}))" for v in read]
-    known = [f"(>= (/ __p_{v} {_LAST_SHIFT}) 1)" for v, fields in read.items() if "dim" in fields]
+    known = [f"(>= (/ __p_{v} {_LAST_UNIT}) 1)" for v, fields in read.items() if "dim" in fields]
     return (*out, *bind, *known)
 
 
@@ -116,6 +119,6 @@ def encode_actions(actions: Sequence[str]) -> tuple[str, ...]:
         v, f = a[0], stated[a[0]]
         if "ndim" not in f:
             raise ValueError(f"the facts of {v} lack its ndim: a value's facts are stated together")
-        rendered.append(f"(set ({FACTS} {v}) (+ (* (+ (* (+ {f.get('dim', '-1')} 1) {1 << _NDIM_BITS}) "
-                        f"{f['ndim']}) 2) {f.get('contiguous', '0')}))")
+        rendered.append(f"(set ({FACTS} {v}) (+ (* (+ (* (+ {f.get('dim', '-1')} 1) {_NDIMS}) "
+                        f"{f['ndim']}) {_NDIM_UNIT}) {f.get('contiguous', '0')}))")
     return tuple(rendered)

@@ -5,7 +5,10 @@ of its consumer, the chosen e-node of its class is materialised just before that
 - an original e-node whose FX node already sits earlier and whose inputs materialise to the very
   same FX nodes is reused as is;
 - otherwise a node is created: a copy of the original call with new inputs, a ``getitem``, a
-  ``reshape``, a catalog op in the vocabulary the input graph used, or a generic ATen call.
+  ``reshape``, a catalog op in the vocabulary the input graph used, or a generic ATen call; except
+  that a ``getitem`` of a new kernel is an original ``getitem`` of its e-class *adopted*: moved just
+  before that consumer and pointed at the kernel (its users, name and value stay; a new node and the
+  erasure of the old one cost more), when every user of it sits at or after that consumer.
 New nodes get ``meta["val"]`` by running the op on the inputs' fake values under the graph's fake
 mode (symbolic shapes kept; ``eqsat.fake_value`` makes each kind as cheaply as torch allows). Then
 uses are redirected, and the nodes written or rewired are checked as ``Graph.lint`` checks them (each
@@ -46,12 +49,13 @@ def node_name(target: object) -> str:
 @dataclass
 class EmitResult:
     created: list[fx.Node] = field(default_factory=list)
+    adopted: list[fx.Node] = field(default_factory=list)  # original getitems now reading a new node
     erased: int = 0
     kernels: list[str] = field(default_factory=list)  # catalog ops created, by constructor name
 
     @property
     def changed(self) -> bool:
-        return bool(self.created) or self.erased > 0
+        return bool(self.created) or bool(self.adopted) or self.erased > 0
 
 
 class _Emitter:
@@ -66,6 +70,11 @@ class _Emitter:
         for i in sorted(enode_of_node):
             self.original.setdefault(enode_of_node[i], i)
         self.memo: dict[int, fx.Node] = {}
+        self.getitems: dict[int, list[fx.Node]] = {}  # e-class -> its original getitems, in graph order
+        for i, n in enumerate(imported.nodes):
+            if n.target is operator.getitem and i in class_of_node and i not in imported.opaque:
+                self.getitems.setdefault(class_of_node[i], []).append(n)
+        self.moves: list[tuple[fx.Node, fx.Node, tuple]] = []  # adopted getitem, its old prev and args
         self.result = EmitResult()
         fake_vals = [n.meta.get("val") for n in imported.nodes]
         # values equal in the e-graph have equal shapes and dtypes: a new node reuses the fake value
@@ -142,6 +151,9 @@ class _Emitter:
             index = args[1]
             if isinstance(args[0], fx.Node) and self.pos.get(args[0]) in self.im.projection_index:
                 index = self.im.projection_index[self.pos[args[0]]][index]  # auto_functionalized numbering
+            adopted = self._adopt(enode.eclass, args[0], index, anchor)
+            if adopted is not None:
+                return adopted
             return self._call(operator.getitem, (args[0], index), {}, anchor, enode.eclass)
         if enode.op == "Reshape":
             return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor,
@@ -170,6 +182,23 @@ class _Emitter:
             return self._call(op.target, map_aggregate(op.args, fill), map_aggregate(op.kwargs, fill), anchor,
                               enode.eclass)
         raise RuntimeError(f"cannot emit e-node {enode.op}")
+
+    def _adopt(self, eclass: int, parent: object, index: object, anchor: fx.Node) -> fx.Node | None:
+        """An original getitem of ``eclass`` moved just before ``anchor`` to read output ``index`` of
+        ``parent``, a node emit created; None when the class has none whose every user sits at or after
+        ``anchor`` (moved there, it must still come before each of them)."""
+        if not isinstance(parent, fx.Node) or parent in self.pos:
+            return None
+        at = self.pos[anchor]
+        for node in self.getitems.get(eclass, ()):
+            if all(self.pos.get(u, -1) >= at for u in node.users):
+                self.getitems[eclass].remove(node)
+                self.moves.append((node, node.prev, node.args))
+                anchor.prepend(node)
+                node.args = (parent, index)
+                self.result.adopted.append(node)
+                return node
+        return None
 
     def _inline(self, fn: Callable[..., object], args: list[object], anchor: fx.Node) -> object:
         """Trace ``fn`` on the fake values of its tensor arguments and copy its ATen code before ``anchor``.
@@ -261,10 +290,13 @@ def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node
             if new is not old:
                 consumer.replace_input_with(old, new)
                 replaced.append((consumer, old, new))
-        check_order(graph, [*em.result.created, *(consumer for consumer, _, _ in replaced)])
+        check_order(graph, [*em.result.created, *em.result.adopted, *(consumer for consumer, _, _ in replaced)])
     except BaseException:
         for consumer, old, new in reversed(replaced):
             consumer.replace_input_with(new, old)
+        for node, prev, args in reversed(em.moves):  # back where it was, reading what it read
+            node.args = args
+            prev.append(node)
         for node in reversed(em.result.created):
             graph.erase_node(node)
         raise

@@ -116,22 +116,39 @@ def test_saturation_failure_leaves_graph_untouched(monkeypatch, caplog):
 
 
 def test_emit_failure_midway_is_rolled_back(monkeypatch):
+    """The fused kernel is created and the quant's first getitem adopted (moved after it, reading it)
+    before adopting the second fails: every node is back where it was, reading what it read."""
     gm = trace(lambda x, r, w: (rms_quant(x, w), vir.fused_add_rms_norm(x, r, w, 1e-6)),
                rand(8, 256), rand(8, 256, seed=2), rand(256))
-    before = snapshot(gm)
-    real_call, calls = fx_out._Emitter._call, []
+    before, text = snapshot(gm), str(gm.graph)
+    real_adopt, adopted = fx_out._Emitter._adopt, []
 
     def flaky(self, *a, **k):
-        calls.append(1)
-        if len(calls) == 2:
+        if adopted:
             raise RuntimeError("injected emit failure")
-        return real_call(self, *a, **k)
+        adopted.append(real_adopt(self, *a, **k))
+        return adopted[-1]
 
-    monkeypatch.setattr(fx_out._Emitter, "_call", flaky)
+    monkeypatch.setattr(fx_out._Emitter, "_adopt", flaky)
     report = eqsat.optimize(gm)
-    assert len(calls) == 2 and "emit" in report.error
-    assert snapshot(gm) == before
+    assert [n.name for n in adopted] == ["getitem"] and "emit" in report.error
+    assert snapshot(gm) == before and str(gm.graph) == text
     gm.graph.lint()
+
+
+def test_a_new_kernels_getitems_are_the_old_ones_moved():
+    """The fused kernel's outputs are read through the quant's own getitems (moved after the kernel,
+    names and values kept), not through new ones: nothing else in the graph changes."""
+    gm = trace(lambda x, r, w: (rms_quant(x, w), vir.fused_add_rms_norm(x, r, w, 1e-6)),
+               rand(8, 256), rand(8, 256, seed=2), rand(256))
+    vals = {n.name: n.meta.get("val") for n in gm.graph.nodes}
+    eqsat.optimize(gm, strict=True)
+    gm.graph.lint()
+    kernel = next(n for n in gm.graph.nodes if "rmsnorm_fp8_group_quant" in str(n.target))
+    assert [(n.name, n.args) for n in kernel.users] == [("getitem", (kernel, 0)), ("getitem_1", (kernel, 1))]
+    assert all(n.meta["val"] is vals[n.name] for n in kernel.users)
+    assert [n.name for n in gm.graph.nodes] == ["x_1", "r_1", "w_1", "fused_add_rms_norm", "getitem_2", "getitem_3",
+                                                kernel.name, "getitem", "getitem_1", "output"]
 
 
 def test_report_names_stages_and_stop_reason():

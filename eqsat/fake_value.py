@@ -73,6 +73,14 @@ class _Strided(TorchDispatchMode):
         super().__init__()
         self.mode = mode
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """False: no Dynamo guard around each dispatch into this mode (``TorchDispatchMode`` wraps a
+        mode's ``__torch_dispatch__`` in one that switches Dynamo's frame evaluation off and on
+        again). This mode is entered only around one view inside emit, a compiler pass's code, never
+        under a frame Dynamo compiles."""
+        return False
+
     def __torch_dispatch__(self, func: Callable[..., object], types: Sequence[type], args: Sequence[object] = (),
                            kwargs: dict | None = None) -> object:
         kwargs = kwargs or {}
@@ -125,12 +133,13 @@ def slice_view(args: tuple, kwargs: dict, known: torch.Tensor, mode: FakeTensorM
             not all(isinstance(s, int) for s in strides):
         return None
     dim %= base.dim()
-    size, whole = known.shape[dim], base.shape[dim]
+    sizes, base_sizes = known.shape, base.shape  # each read makes its symbolic sizes afresh: read once
+    size, whole = sizes[dim], base_sizes[dim]
     if not (isinstance(size, int) and isinstance(whole, int) and start + size <= whole):
         return None
-    if any(sym_expr(a) != sym_expr(b) for k, (a, b) in enumerate(zip(known.shape, base.shape, strict=True)) if k != dim):
+    if any(sym_expr(a) != sym_expr(b) for k, (a, b) in enumerate(zip(sizes, base_sizes, strict=True)) if k != dim):
         return None
-    return strided_view(base, known.shape, strides, base.storage_offset() + start * strides[dim], mode)
+    return strided_view(base, sizes, strides, base.storage_offset() + start * strides[dim], mode)
 
 
 def fake_value(target: object, args: tuple, kwargs: dict, mode: FakeTensorMode | None,

@@ -144,9 +144,9 @@ def _aliases_input(node: fx.Node) -> bool:
     return isinstance(target, torch._ops.OpOverload) and op_schema(target).returns_alias
 
 
-def epilogue(graph: fx.Graph) -> list[fx.Node]:
-    """The trailing ``copy_(placeholder, value)`` nodes, each the only write to its placeholder."""
-    nodes = list(graph.nodes)
+def epilogue(nodes: Sequence[fx.Node], writes: dict[fx.Node, list[fx.Node]]) -> list[fx.Node]:
+    """The trailing ``copy_(placeholder, value)`` nodes of a graph's ``nodes``, each the only write to
+    its placeholder; ``writes``: the values each node writes (``_mutated_args``; none for a node left out)."""
     end = len(nodes) - 1 if nodes and nodes[-1].op == "output" else len(nodes)
     start = end
     while start > 0 and nodes[start - 1].target is aten.copy_.default \
@@ -154,22 +154,23 @@ def epilogue(graph: fx.Graph) -> list[fx.Node]:
         start -= 1
     tail = nodes[start:end]
     written = [n.args[0] for n in tail]
-    others = {m for n in nodes if n not in tail for m in _mutated_args(n)}
+    others = {m for n, w in writes.items() if n not in tail for m in w}
     return [n for n in tail if written.count(n.args[0]) == 1 and n.args[0] not in others]
 
 
-def mutated_values(graph: fx.Graph, after_all: Sequence[fx.Node] = ()) -> set[fx.Node]:
-    """Values some node writes, closed over aliasing (a view of a mutated value, or its base);
-    the writes of ``after_all`` (the epilogue) are not counted."""
+def mutated_values(nodes: Sequence[fx.Node], writes: dict[fx.Node, list[fx.Node]],
+                   after_all: Sequence[fx.Node] = ()) -> set[fx.Node]:
+    """Values some node of ``nodes`` writes (``writes``, as ``epilogue`` takes it), closed over aliasing
+    (a view of a mutated value, or its base); the writes of ``after_all`` (the epilogue) are not counted."""
     mutated: set[fx.Node] = set()
     skip = set(after_all)
-    for n in graph.nodes:
+    for n, w in writes.items():
         if n not in skip:
-            mutated.update(_mutated_args(n))
+            mutated.update(w)
     changed = bool(mutated)
     while changed:
         changed = False
-        for n in graph.nodes:
+        for n in nodes:
             if not _aliases_input(n) or n.op != "call_function":
                 continue
             bases = [a for a in n.all_input_nodes]
@@ -226,8 +227,9 @@ class _Importer:
         self.af_single: dict[int, Term] = {}
 
     def run(self) -> Imported:
-        self.out.epilogue = epilogue(self.graph)
-        mutated = mutated_values(self.graph, self.out.epilogue)
+        writes = {n: w for n in self.nodes if (w := _mutated_args(n))}  # what each node writes in place
+        self.out.epilogue = epilogue(self.nodes, writes)
+        mutated = mutated_values(self.nodes, writes, self.out.epilogue)
         for i, node in enumerate(self.nodes):
             if i % BUDGET_EVERY == 0:
                 self.check_budget()

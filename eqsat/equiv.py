@@ -19,7 +19,8 @@ import torch.fx as fx
 
 from eqsat import fx_in, load, saturate, serialize
 from eqsat.errors import EqSatInputError
-from eqsat.fx_in import Arg, Imported, Term
+from eqsat.fx_in import Arg, Imported
+from eqsat.ir import LEAF
 from eqsat.kernels.spec import Numerics
 from eqsat.options import Options
 from eqsat.vocab.base import VocabIndex
@@ -41,8 +42,9 @@ def _outputs(graph: fx.Graph) -> list[fx.Node]:
 
 def _merge(a: Imported, b: Imported, outs_a: list[int], outs_b: list[int]) -> tuple[Imported, list[int], list[int]]:
     """One term set holding both graphs, and the two graphs' outputs in it; the candidate's
-    placeholders become the reference's. An output no term reads (a placeholder, an opaque op's
-    value) is given its ``Leaf``, which import leaves out."""
+    placeholders are the reference's (its terms read those nodes: a leaf's e-class is its node's,
+    ``eqsat.ir``). An output no term reads (a placeholder, an opaque op's value) is given its
+    ``Leaf``, which import leaves out."""
     pa = [i for i, n in enumerate(a.nodes) if n.op == "placeholder"]
     pb = [i for i, n in enumerate(b.nodes) if n.op == "placeholder"]
     if len(pa) != len(pb):
@@ -50,21 +52,24 @@ def _merge(a: Imported, b: Imported, outs_a: list[int], outs_b: list[int]) -> tu
     off = len(a.nodes)
     same_input = dict(zip(pb, pa, strict=True))
 
-    def leaf(i: int, theirs: bool) -> Term:
-        """The ``Leaf`` of node ``i`` of the candidate (``theirs``) or of the reference."""
-        return ("Leaf", (same_input.get(i, off + i) if theirs else i,))
+    def node(i: int) -> int:
+        """Node ``i`` of the candidate in the merged numbering."""
+        return same_input.get(i, off + i)
 
-    terms = dict(a.terms)
+    terms, facts = dict(a.terms), dict(a.facts)
     for i, (op, args) in b.terms.items():
-        terms[off + i] = leaf(i, True) if op == "Leaf" else \
-            (op, tuple(Arg(off + x.node) if isinstance(x, Arg) else x for x in args))
-    for i in outs_a:
-        terms.setdefault(i, leaf(i, False))
-    for i in outs_b:
-        terms.setdefault(off + i, leaf(i, True))
-    facts = {**a.facts, **{off + i: f for i, f in b.facts.items()}}
+        j = node(i)
+        if op == LEAF:
+            terms.setdefault(j, (LEAF, (j,)))
+        else:
+            terms[j] = (op, tuple(Arg(node(x.node)) if isinstance(x, Arg) else x for x in args))
+        if i in b.facts:
+            facts.setdefault(j, b.facts[i])
+    ib = [node(i) for i in outs_b]
+    for i in [*outs_a, *ib]:
+        terms.setdefault(i, (LEAF, (i,)))
     merged = Imported(a.graph, [*a.nodes, *b.nodes], terms, facts, [], [])
-    return merged, outs_a, [off + i for i in outs_b]
+    return merged, outs_a, ib
 
 
 def _concrete(val: torch.Tensor, seed: int) -> torch.Tensor:

@@ -7,6 +7,8 @@ kernel catalog (``eqsat.kernels.catalog``), so adding a kernel never edits this 
 
 Fixed constructors:
 - ``(Leaf i)``: a graph input or the output of an opaque node (FX node index ``i``); never rewritten.
+  egglog never holds one: a leaf's e-class is ``(Fx i)`` (below), and serialize gives that class its
+  ``Leaf`` e-node (a row per leaf fewer to load, match and delete, on every graph).
 - ``(Get t i)``: projection ``i`` of a tuple-valued term (multi-output ops).
 - ``(Reshape t s)``: ``t`` reshaped (row-major) to the shape whose key is ``s``. Every FX view op
   (``view``, ``reshape``, ``_unsafe_view``, ``squeeze``, ``unsqueeze``) imports as this one form, so
@@ -19,7 +21,7 @@ is concrete (the only dim a rule reads; other dims are compared through the shap
 the rest packed in one integer (``eqsat.facts``, which renders rules into that form). The loader
 states them in one input row per FX node ``i`` (``eqsat.load_rows``), and a rule of the ``load``
 ruleset sets them for ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx``
-is no op: no rule reads it and it is never extracted. ``(dtype-ok K d)`` lists the activation dtypes
+is no op: no rule reads it and it is never extracted (the ``Leaf`` of a leaf stands in for it). ``(dtype-ok K d)`` lists the activation dtypes
 kernel ``K`` accepts; the catalog fills it.
 """
 
@@ -43,6 +45,7 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 }
 """Constructors of sort T that every e-graph has, with their argument sorts."""
 
+LEAF = "Leaf"
 RULESET = "main"  # the ruleset every rewrite rule runs in
 FX = "Fx"
 BASE_SCHEMA = f"""

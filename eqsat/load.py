@@ -6,7 +6,8 @@ in time quadratic in its length, ``reference/egglog-notes.md``). ``eqsat.load_ro
 rows hold: each graph is one file of one shared relation (plus one per constructor too wide for it),
 read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds each node's term as
 ``(Fx i)`` (``Fx`` names node ``i``'s e-class while loading and is never extracted, ``eqsat.ir``),
-sets its facts, and deletes the rows it read. The schema (sort ``T``, the fact functions, the shared
+sets its facts, and deletes the rows it read; a ``Leaf`` has no loader: its class is ``(Fx i)``
+itself, which its facts or its readers make (``eqsat.ir``). The schema (sort ``T``, the fact functions, the shared
 relation) is declared once per :class:`Engine`; a rule, a constructor and a constructor's loader
 once, the first time a graph needs it (``rewrites.reach``).
 """
@@ -25,7 +26,7 @@ from egglog import bindings as eb
 
 from eqsat import load_rows
 from eqsat.fx_in import Imported
-from eqsat.ir import FIXED_CONSTRUCTORS, RULESET, constructor, schema
+from eqsat.ir import FIXED_CONSTRUCTORS, LEAF, RULESET, constructor, schema
 from eqsat.kernels.catalog import Catalog
 from eqsat.load_rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.output_layouts import OutputLayouts
@@ -191,7 +192,7 @@ class Engine:
         foreign = [r.name for r in new if r.name not in self._rule_index]
         if foreign:
             raise ValueError(f"rules this engine was not made with: {foreign}")
-        fresh = sorted({op for op in ops if f"load-{op}" not in self.declared})
+        fresh = sorted({op for op in ops if op != LEAF and f"load-{op}" not in self.declared})  # see LEAF
         if not (new or fresh):
             return
         unknown = [op for op in fresh if op not in self.constructors]

@@ -9,6 +9,7 @@ open and parse each file, writing one costs ~10-50 us). A constructor whose argu
 slots (a fused kernel with many operands, say) keeps a relation of its own, ``in-C`` (node index, then
 its arguments), and its facts go to a ``tensor`` row (``eqsat.ir``).
 
+A ``Leaf``'s row (always in ``in-term``) holds its facts only: no loader reads it (``eqsat.ir``).
 Every rule that reads a row is in the ``load`` ruleset, run once: a constructor's loader unions
 ``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), a fact rule sets the ``dtype``, ``shape`` and
 ``facts`` of ``(Fx i)`` (``eqsat.facts``), and one rule per relation deletes its rows (an iteration
@@ -27,7 +28,7 @@ from functools import lru_cache
 
 from eqsat.facts import FACTS, pack
 from eqsat.fx_in import Arg, Imported
-from eqsat.ir import FX
+from eqsat.ir import FX, LEAF
 from extract.egraph import TensorFacts
 
 SHARED = "in-term"
@@ -128,6 +129,10 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
     shared: list[str] = []
     layout: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
     for i, (op, args) in imported.terms.items():
+        if op == LEAF:  # no loader reads it (its class is (Fx i), eqsat.ir): the row states its facts only
+            facts = imported.facts.get(i)
+            shared.append("\t".join([str(i), op, *_SLOT_FILLERS, f"1\t{_facts(facts)}" if facts else _FACT_FILLER]))
+            continue
         got = layout.get(op)
         if got is None:
             sorts = constructors.get(op, ())

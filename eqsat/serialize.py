@@ -4,7 +4,9 @@ Entry point :func:`serialize`. It reads egglog's frozen tables directly (no JSON
 become :class:`~extract.egraph.ENode`s and the fact tables (``eqsat.facts``)
 :class:`~extract.egraph.TensorFacts` per e-class. The e-class of FX node ``i`` is found by
 hash-consing: its imported term, with each child replaced by its child node's e-class, is an e-node
-of the frozen e-graph (egglog keeps every e-node it was given, canonicalised). E-class ids are dense
+of the frozen e-graph (egglog keeps every e-node it was given, canonicalised). A leaf, which egglog
+holds only as the loader's ``(Fx i)`` (``eqsat.ir``), gets its ``Leaf`` e-node here, in that class (a
+class of its own when nothing made the row: a non-tensor value no term reads). E-class ids are dense
 ints assigned here; nothing of egglog survives in the result.
 """
 
@@ -17,6 +19,7 @@ from egglog import bindings as eb
 
 from eqsat.facts import FACTS, unpack
 from eqsat.fx_in import Arg, Term
+from eqsat.ir import FX, LEAF
 from extract.egraph import EGraph, ENode, Ref, TensorFacts
 
 
@@ -66,6 +69,12 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
                 continue
             args = tuple([f(v) for f, v in zip(convert, row.inputs, strict=True)])
             nodes.append(ENode(name, args, cid(row.output)))
+    loaded = functions.get(FX)
+    named = {egraph.value_to_i64(r.inputs[0]): r.output for r in loaded.rows} if loaded is not None else {}
+    for i, (op, targs) in terms.items():
+        if op == LEAF:
+            got = named.get(i)
+            nodes.append(ENode(LEAF, targs, cid(got if got is not None else (LEAF, i))))
 
     def table(name: str) -> dict[int, object]:
         fn = functions.get(name)

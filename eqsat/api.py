@@ -24,6 +24,7 @@ import torch.fx as fx
 
 from eqsat import dump, fx_in, fx_out, load, saturate, serialize
 from eqsat.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
+from eqsat.ir import LEAF
 from eqsat.options import Options
 from eqsat.report import Report
 from eqsat.vocab.base import VocabIndex
@@ -126,7 +127,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     deadline = saturate.Deadline.after(options.budgets.seconds)
     with stage("import"):
         imported = fx_in.import_graph(graph, options.catalog, vocab, lambda: deadline.check("import"))
-    report.imported_terms = sum(op != "Leaf" for op, _ in imported.terms.values())
+    report.imported_terms = sum(op != LEAF for op, _ in imported.terms.values())
     report.opaque_nodes = len(imported.opaque)
     if not imported.roots:
         return

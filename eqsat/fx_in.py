@@ -32,7 +32,7 @@ from torch.fx.node import map_aggregate
 
 from eqsat.errors import EqSatInputError
 from eqsat.fake_value import is_contiguous
-from eqsat.ir import MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
+from eqsat.ir import LEAF, MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
 from eqsat.kernels.catalog import Catalog
 from eqsat.vocab.base import VocabIndex, op_schema
 from eqsat.vocab.bind import bind, bind_functionalized
@@ -244,13 +244,13 @@ class _Importer:
                 self.out.absorbed.add(i)
             elif term is None:
                 self.out.opaque[i] = reason or "no term for this op"
-                self.out.terms[i] = ("Leaf", (i,))
+                self.out.terms[i] = (LEAF, (i,))
                 self._use(node)
             else:
                 self.out.terms[i] = term
         self.out.roots = sorted({i for _, i in self.out.uses})
         read = {a.node for _, args in self.out.terms.values() for a in args if isinstance(a, Arg)}
-        for i in [i for i, (op, _) in self.out.terms.items() if op == "Leaf" and i not in read]:
+        for i in [i for i, (op, _) in self.out.terms.items() if op == LEAF and i not in read]:
             del self.out.terms[i]  # no term reads it and it is no root: its class could only ever hold it
         for i in self.out.terms:  # the facts of the values loaded, and of no other
             facts = facts_of(self.nodes[i].meta.get("val"))

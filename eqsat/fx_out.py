@@ -32,7 +32,7 @@ from torch.fx.node import map_aggregate
 
 from eqsat.fake_value import fake_value
 from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
-from eqsat.ir import dtype_from_name
+from eqsat.ir import LEAF, dtype_from_name
 from eqsat.kernels.catalog import Catalog
 from eqsat.output_layouts import OutputLayouts
 from eqsat.vocab.base import VocabIndex, op_schema
@@ -102,7 +102,7 @@ class _Emitter:
             return got
         enode = self.eg.nodes[self.sel[eclass]]
         idx = self.original.get(self.sel[eclass])
-        if enode.op == "Leaf":
+        if enode.op == LEAF:
             node = self.im.nodes[enode.args[0]]
             if self.pos[node] >= self.pos[anchor]:
                 raise RuntimeError(f"value {node.name} is defined after its new use {anchor.name}")

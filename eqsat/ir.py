@@ -21,8 +21,8 @@ is concrete (the only dim a rule reads; other dims are compared through the shap
 the rest packed in one integer (``eqsat.facts``, which renders rules into that form). The loader
 states them in one input row per FX node ``i`` (``eqsat.load_rows``), and a rule of the ``load``
 ruleset sets them for ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.load``). ``Fx``
-is no op: no rule reads it and it is never extracted (the ``Leaf`` of a leaf stands in for it). ``(dtype-ok K d)`` lists the activation dtypes
-kernel ``K`` accepts; the catalog fills it.
+is no op: no rule reads it and it is never extracted (the ``Leaf`` of a leaf stands in for it).
+``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ import torch
 
 from eqsat.facts import SCHEMA as FACTS_SCHEMA
 
+LEAF = "Leaf"
 FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
-    "Leaf": ("i64",),
+    LEAF: ("i64",),
     "Get": ("T", "i64"),
     "Reshape": ("T", "String"),
     "A0": ("String", "i64"),
@@ -45,7 +46,6 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 }
 """Constructors of sort T that every e-graph has, with their argument sorts."""
 
-LEAF = "Leaf"
 RULESET = "main"  # the ruleset every rewrite rule runs in
 FX = "Fx"
 BASE_SCHEMA = f"""
@@ -56,7 +56,7 @@ BASE_SCHEMA = f"""
 """
 
 MAX_GENERIC_TENSOR_ARGS = 3
-ZERO_COST_OPS = frozenset({"Leaf", "Get", "Reshape"})
+ZERO_COST_OPS = frozenset({LEAF, "Get", "Reshape"})
 
 
 def schema() -> str:

@@ -7,9 +7,9 @@ rows hold: each graph is one file of one shared relation (plus one per construct
 read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds each node's term as
 ``(Fx i)`` (``Fx`` names node ``i``'s e-class while loading and is never extracted, ``eqsat.ir``),
 sets its facts, and deletes the rows it read; a ``Leaf`` has no loader: its class is ``(Fx i)``
-itself, which its facts or its readers make (``eqsat.ir``). The schema (sort ``T``, the fact functions, the shared
-relation) is declared once per :class:`Engine`; a rule, a constructor and a constructor's loader
-once, the first time a graph needs it (``rewrites.reach``).
+itself, which its facts or its readers make (``eqsat.ir``). The schema (sort ``T``, the fact
+functions, the shared relation) is declared once per :class:`Engine`; a rule, a constructor and a
+constructor's loader once, the first time a graph needs it (``rewrites.reach``).
 """
 
 from __future__ import annotations

@@ -129,9 +129,10 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
     shared: list[str] = []
     layout: dict[str, tuple[tuple[str, ...], tuple[int, ...] | None]] = {}
     for i, (op, args) in imported.terms.items():
+        facts = imported.facts.get(i)
+        stated = f"1\t{_facts(facts)}" if facts is not None else _FACT_FILLER  # a shared row's facts
         if op == LEAF:  # no loader reads it (its class is (Fx i), eqsat.ir): the row states its facts only
-            facts = imported.facts.get(i)
-            shared.append("\t".join([str(i), op, *_SLOT_FILLERS, f"1\t{_facts(facts)}" if facts else _FACT_FILLER]))
+            shared.append("\t".join([str(i), op, *_SLOT_FILLERS, stated]))
             continue
         got = layout.get(op)
         if got is None:
@@ -141,7 +142,6 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
         if op not in constructors or len(args) != len(sorts):
             raise ValueError(f"node {i}: {op} with {len(args)} argument(s) is not a declared constructor")
         fields = [_field(a, s) for a, s in zip(args, sorts, strict=True)]
-        facts = imported.facts.get(i)
         if columns is None:
             out.setdefault(f"in-{op}", []).append("\t".join([str(i), *fields]))
             if facts is not None:
@@ -150,7 +150,7 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
         row = [str(i), op, *_SLOT_FILLERS]
         for c, text in zip(columns, fields, strict=True):
             row[c] = text
-        row.append(f"1\t{_facts(facts)}" if facts is not None else _FACT_FILLER)
+        row.append(stated)
         shared.append("\t".join(row))
     if shared:
         out[SHARED] = shared

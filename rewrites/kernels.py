@@ -5,7 +5,8 @@ For a fused row ``K(params)`` with semantic outputs ``o_0 .. o_n`` two rules are
 - ``unlift-K``: wherever ``K`` already occurs (a graph that is partly fused), the same equalities,
   so later fusions still see through it.
 The query of ``fuse-K`` is the outermost non-projection subterm of each output (deduplicated);
-the equalities are the same in both directions, so which rule fires first never matters.
+the equalities are the same in both directions, so which rule fires first never matters, and
+``unlift-K`` adds nothing to a ``K`` that ``fuse-K`` made: it is its converse (``rewrites.reach``).
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ def kernel_rules(spec: KernelSpec) -> tuple[Rule, ...]:
                 spec.numerics, "kernels")
     if spec.expand is not None:  # a "leave it to Inductor" row never occurs in an input graph
         return (fuse,)
-    unlift = rule(f"unlift-{spec.name}", (f"(= __k {call})",), _unions(spec, "__k"), spec.numerics, "unlift")
+    unlift = rule(f"unlift-{spec.name}", (f"(= __k {call})",), _unions(spec, "__k"), spec.numerics, "unlift",
+                  converse=fuse.name)
     return (fuse, unlift)
 
 

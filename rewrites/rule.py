@@ -3,8 +3,10 @@
 ``rewrite(name, lhs, rhs)`` states ``lhs = rhs`` (the e-graph keeps both, so it is an equivalence,
 not a replacement); ``rule(name, query, actions)`` is the general multi-fact form. ``numerics`` is
 ``exact`` (bit-identical results) or ``rounding`` (equal up to the rounding of an intermediate);
-``Options.numerics`` selects which rules may run. Rendering to egglog text (``eqsat.facts`` encodes
-the fact forms) is the only behaviour.
+``Options.numerics`` selects which rules may run. ``converse`` names the rule that states the same
+equalities the other way round (a kernel's ``fuse`` rule for its ``unlift``): on the terms that rule
+made, this one has nothing to add (``rewrites.reach`` uses it). Rendering to egglog text
+(``eqsat.facts`` encodes the fact forms) is the only behaviour.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ class Rule:
     actions: tuple[str, ...]
     numerics: Numerics = "exact"
     family: str = ""
+    converse: str = ""  # the rule stating the same equalities the other way (``rewrites.reach``)
 
     def egglog(self, ruleset: str) -> str:
         """The egglog rule; its fact forms read and state the packed facts (``eqsat.facts``)."""
@@ -36,5 +39,5 @@ def rewrite(name: str, lhs: str, rhs: str, *when: str, numerics: Numerics = "exa
 
 
 def rule(name: str, query: tuple[str, ...], actions: tuple[str, ...], numerics: Numerics = "exact",
-         family: str = "") -> Rule:
-    return Rule(name, query, actions, numerics, family)
+         family: str = "", converse: str = "") -> Rule:
+    return Rule(name, query, actions, numerics, family, converse)

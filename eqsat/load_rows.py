@@ -9,11 +9,12 @@ open and parse each file, writing one costs ~10-50 us). A constructor whose argu
 slots (a fused kernel with many operands, say) keeps a relation of its own, ``in-C`` (node index, then
 its arguments), and its facts go to a ``tensor`` row (``eqsat.ir``).
 
-A ``Leaf``'s row (always in ``in-term``) holds its facts only: no loader reads it (``eqsat.ir``).
-Every rule that reads a row is in the ``load`` ruleset, run once: a constructor's loader unions
-``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), a fact rule sets the ``dtype``, ``shape`` and
-``facts`` of ``(Fx i)`` (``eqsat.facts``), and one rule per relation deletes its rows (an iteration
-matches every rule before any acts, so the others still see them): input relations are empty
+A ``Leaf``'s row (always in ``in-term``) holds its facts only: no loader reads it (``eqsat.ir``), and
+a leaf without facts has no row. Every rule that reads a row is in the ``load`` ruleset, run once:
+a constructor's loader unions ``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), a fact rule sets the
+``dtype``, ``shape`` and ``facts`` of ``(Fx i)`` (``eqsat.facts``), and each deletes the rows it read
+(an iteration matches every rule before any acts, so the others still see them; a row both read is
+deleted twice, which egglog allows): every row has facts or a loader, so input relations are empty
 outside loading.
 
 Invariant: a row holds no tab or newline and no string with surrounding blanks (egglog trims
@@ -57,45 +58,37 @@ def slots(sorts: tuple[str, ...]) -> tuple[int, ...] | None:
     return tuple(columns)
 
 
-def _fact_rules(row: str) -> list[str]:
+def _fact_rule(row: str) -> str:
     """The rule that states node ``i``'s facts from an input ``row`` binding ``i dt sh p`` (the dtype,
-    the shape key and the packed rest: ``eqsat.facts``)."""
-    return [f"(rule ({row}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set ({FACTS} ({FX} i)) p)) "
-            ":ruleset load)"]
-
-
-def _deleted(row: str) -> str:
-    return f"(rule ({row}) ((delete {row})) :ruleset load)"
+    the shape key and the packed rest: ``eqsat.facts``), and deletes the row."""
+    return (f"(rule ({row}) ((set (dtype ({FX} i)) dt) (set (shape ({FX} i)) sh) (set ({FACTS} ({FX} i)) p) "
+            f"(delete {row})) :ruleset load)")
 
 
 def shared_schema() -> list[str]:
-    """The shared relation, the rules that spread its facts and the one that deletes its rows."""
+    """The shared relation and the rule that spreads its facts (the loaders delete the rest of its rows)."""
     sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)), "i64", *_FACT_SORTS]
-    row = f"({SHARED} {' '.join(_VARS)})"
-    return [f"(relation {SHARED} ({' '.join(sorts)}))",
-            *_fact_rules(row.removesuffix(" has dt sh p)") + " 1 dt sh p)"), _deleted(row)]
+    return [f"(relation {SHARED} ({' '.join(sorts)}))", _fact_rule(f"({SHARED} {' '.join(_VARS[:-4])} 1 dt sh p)")]
 
 
 def tensor_schema() -> list[str]:
-    """The relation of wide constructors' facts and its rules: declared with the first wide loader."""
-    row = f"({TENSOR} i dt sh p)"
-    return [f"(relation {TENSOR} (i64 {' '.join(_FACT_SORTS)}))", *_fact_rules(row), _deleted(row)]
+    """The relation of wide constructors' facts and its rule: declared with the first wide loader."""
+    return [f"(relation {TENSOR} (i64 {' '.join(_FACT_SORTS)}))", _fact_rule(f"({TENSOR} i dt sh p)")]
 
 
 def loader(name: str, sorts: tuple[str, ...]) -> list[str]:
     """The rule that builds constructor ``name``'s terms from their rows (and, when its arguments do
     not fit the shared relation, that relation of its own)."""
     columns = slots(sorts)
-    if columns is not None:  # the shared relation's one rule deletes its rows
-        names, schema, delete = [_VARS[c] for c in columns], [], ""
+    if columns is not None:
+        names, schema = [_VARS[c] for c in columns], []
         row = f"({SHARED} i \"{name}\" {' '.join(_VARS[2:])})"
     else:
         names = [f"a{k}" for k in range(len(sorts))]
         row = f"(in-{name} i {' '.join(names)})"
         schema = [f"(relation in-{name} ({' '.join(['i64', *('i64' if s == 'T' else s for s in sorts)])}))"]
-        delete = f" (delete {row})"
     kids = [f"({FX} {v})" if s == "T" else v for v, s in zip(names, sorts, strict=True)]
-    return [*schema, f"(rule ({row}) ((union ({FX} i) ({name} {' '.join(kids)})){delete}) "
+    return [*schema, f"(rule ({row}) ((union ({FX} i) ({name} {' '.join(kids)})) (delete {row})) "
                      f":ruleset load :name \"load-{name}\")"]
 
 
@@ -132,7 +125,8 @@ def rows(imported: Imported, constructors: dict[str, tuple[str, ...]]) -> dict[s
         facts = imported.facts.get(i)
         stated = f"1\t{_facts(facts)}" if facts is not None else _FACT_FILLER  # a shared row's facts
         if op == LEAF:  # no loader reads it (its class is (Fx i), eqsat.ir): the row states its facts only
-            shared.append("\t".join([str(i), op, *_SLOT_FILLERS, stated]))
+            if facts is not None:
+                shared.append("\t".join([str(i), op, *_SLOT_FILLERS, stated]))
             continue
         got = layout.get(op)
         if got is None:

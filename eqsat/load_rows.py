@@ -68,7 +68,8 @@ def _fact_rule(row: str) -> str:
 def shared_schema() -> list[str]:
     """The shared relation and the rule that spreads its facts (the loaders delete the rest of its rows)."""
     sorts = ["i64", "String", *(_SLOT_SORT[s] for s, n in SLOTS.items() for _ in range(n)), "i64", *_FACT_SORTS]
-    return [f"(relation {SHARED} ({' '.join(sorts)}))", _fact_rule(f"({SHARED} {' '.join(_VARS[:-4])} 1 dt sh p)")]
+    stated = _VARS[:_VARS.index("has")]  # the columns before the facts: a row with facts has has = 1
+    return [f"(relation {SHARED} ({' '.join(sorts)}))", _fact_rule(f"({SHARED} {' '.join(stated)} 1 dt sh p)")]
 
 
 def tensor_schema() -> list[str]:

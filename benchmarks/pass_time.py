@@ -25,7 +25,9 @@ Per graph of ``benchmarks.graphs.models``:
   computing the fake values of the nodes each pass writes.
 
 Scaling: DeepSeek-V3 with L = 1, 4, 16, 61 layers, both optimizers, a least-squares line through
-eqsat's times, the per-stage split (``Report.stage_ms``) and a cProfile of one 61-layer run.
+eqsat's times, the work of one run of each size counted as its Python calls (``counted_work``: the
+same in every run, where the times of the biggest graph move with the machine's cache state), the
+per-stage split (``Report.stage_ms``) and a cProfile of one 61-layer run.
 Budgets are raised to 120 s so every run finishes and its time is the time it takes; how the
 default 5 s budget fares on 61 layers is run and reported separately.
 """
@@ -200,6 +202,24 @@ def interleaved(bench: Bench, layers: Sequence[int], rounds: int) -> dict[int, f
     return {n: statistics.median(t) for n, t in times.items()}
 
 
+def counted_work(bench: Bench, layers: Sequence[int]) -> dict[int, int]:
+    """The Python function calls (cProfile's count, builtins included) of one eqsat run on DeepSeek-V3
+    with each of ``layers`` layers, after a warm-up run: a measure of the work done that, unlike a
+    time, no other process and no cache state changes (two runs of one graph count the same calls)."""
+    calls = {}
+    for n in layers:
+        gm = models.deepseek_v3(n)
+        run = bench.eqsat(bench.engine_for(gm))
+        run(copy_graph(gm))
+        c = copy_graph(gm)
+        prof = cProfile.Profile()
+        prof.enable()
+        run(c)
+        prof.disable()
+        calls[n] = pstats.Stats(prof).total_calls  # type: ignore[attr-defined]
+    return calls
+
+
 # -- the report ---------------------------------------------------------------------------------------
 
 
@@ -252,7 +272,8 @@ def main(argv: Sequence[str] = ()) -> int:
     default_budget = eqsat.optimize(copy_graph(big), replace(OPTIONS, budgets=eqsat.Budgets()),
                                     engine=bench.engine_for(big))
     curve = interleaved(bench, layers, rounds=5 if quick else 15)
-    text = render(bench, rows, scaling, layers, command, profiled, default_budget, load, curve) + "\n"
+    work = counted_work(bench, layers)
+    text = render(bench, rows, scaling, layers, command, profiled, default_budget, load, curve, work) + "\n"
     print(text)
     if write:
         RESULTS.mkdir(exist_ok=True)

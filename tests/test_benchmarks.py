@@ -428,3 +428,13 @@ def test_the_report_gives_the_spread_of_per_round_speedups():
     assert row.round_speedups() == [12.0, 6.0, 9.0, 8.0]  # round by round, not median over median
     assert spread(row.round_speedups()) == "per round 6.50–11.25x between quartiles, 25% of 4 rounds at 10x or more"
     assert spread([11.0]) == "1 round(s)"
+
+
+def test_counted_work_is_the_same_every_run_and_grows_linearly_in_layers():
+    from benchmarks.pass_time import Bench, counted_work
+    models.register_ops()
+    bench = Bench(runs=1)
+    first, again = counted_work(bench, (1, 4, 8)), counted_work(bench, (1, 4, 8))
+    assert first == again  # a count, not a time: what the report's work row rests on
+    low, high = (first[4] - first[1]) / 3, (first[8] - first[4]) / 4
+    assert low > 0 and abs(high / low - 1) < 0.05  # each layer adds the same work, whatever L is

@@ -202,22 +202,25 @@ def interleaved(bench: Bench, layers: Sequence[int], rounds: int) -> dict[int, f
     return {n: statistics.median(t) for n, t in times.items()}
 
 
+def _profiled(bench: Bench, gm: fx.GraphModule, stream: io.StringIO | None = None) -> tuple[eqsat.Report, pstats.Stats]:
+    """One eqsat run on a fresh copy of ``gm`` under cProfile, with a warm engine (made and run once
+    before): its report and its profile (printing to ``stream``)."""
+    run = bench.eqsat(bench.engine_for(gm))
+    run(copy_graph(gm))
+    c = copy_graph(gm)
+    gc.collect()
+    prof = cProfile.Profile()
+    prof.enable()
+    report = run(c)
+    prof.disable()
+    return report, pstats.Stats(prof, stream=stream)
+
+
 def counted_work(bench: Bench, layers: Sequence[int]) -> dict[int, int]:
     """The Python function calls (cProfile's count, builtins included) of one eqsat run on DeepSeek-V3
     with each of ``layers`` layers, after a warm-up run: a measure of the work done that, unlike a
     time, no other process and no cache state changes (two runs of one graph count the same calls)."""
-    calls = {}
-    for n in layers:
-        gm = models.deepseek_v3(n)
-        run = bench.eqsat(bench.engine_for(gm))
-        run(copy_graph(gm))
-        c = copy_graph(gm)
-        prof = cProfile.Profile()
-        prof.enable()
-        run(c)
-        prof.disable()
-        calls[n] = pstats.Stats(prof).total_calls  # type: ignore[attr-defined]
-    return calls
+    return {n: _profiled(bench, models.deepseek_v3(n))[1].total_calls for n in layers}  # type: ignore[attr-defined]
 
 
 # -- the report ---------------------------------------------------------------------------------------
@@ -227,16 +230,8 @@ def profile_run(bench: Bench, gm: fx.GraphModule, layers: int, path: Path | None
                                                                                             list[str]]:
     """One eqsat run (after a warm-up run) under cProfile: its report and the top functions by own
     time (markdown rows); writes the top 25 by cumulative and by own time to ``path``."""
-    run = bench.eqsat(bench.engine_for(gm))
-    run(copy_graph(gm))
-    c = copy_graph(gm)
-    gc.collect()
-    prof = cProfile.Profile()
-    prof.enable()
-    report = run(c)
-    prof.disable()
     out = io.StringIO()
-    stats = pstats.Stats(prof, stream=out)
+    report, stats = _profiled(bench, gm, out)
     stats.sort_stats("cumulative").print_stats(25)
     stats.sort_stats("tottime").print_stats(25)
     if path is not None:

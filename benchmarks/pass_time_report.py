@@ -184,6 +184,11 @@ def fit(xs: Sequence[float], ys: Sequence[float]) -> tuple[float, float, float]:
     return a, b, 1 - ss_res / ss_tot if ss_tot else 1.0
 
 
+def marginals(xs: Sequence[int], ys: Sequence[float], mid: int) -> tuple[float, float]:
+    """The slope of ``ys`` from the first point to point ``mid``, and from ``mid`` to the last."""
+    return (ys[mid] - ys[0]) / (xs[mid] - xs[0]), (ys[-1] - ys[mid]) / (xs[-1] - xs[mid])
+
+
 def plot(scaling: Sequence[Row], layers: Sequence[int], path: Path, curve: dict[int, float]) -> None:
     """eqsat's interleaved medians and the baseline's, against L, with their least-squares lines."""
     import matplotlib
@@ -282,11 +287,8 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
     a, b, r2 = fit(layers, ys)
     pa, pb, pr2 = fit(layers, [r.pm for r in scaling])
     mid = layers.index(16) if 16 in layers[:-1] else len(layers) // 2
-    low = (ys[mid] - ys[0]) / (layers[mid] - layers[0])  # marginal ms per layer
-    high = (ys[-1] - ys[mid]) / (big - layers[mid])
-    calls = [work[n] for n in layers]
-    calls_low = (calls[mid] - calls[0]) / (layers[mid] - layers[0])  # marginal calls per layer
-    calls_high = (calls[-1] - calls[mid]) / (big - layers[mid])
+    low, high = marginals(layers, ys, mid)  # ms per layer
+    calls_low, calls_high = marginals(layers, [work[n] for n in layers], mid)  # calls per layer
     missed = [r.name for r in rows if set(fused(r.pm_sites)) - set(fused(r.eq_sites))]
     fusing = [r for r in rows if r.pm_replacements]  # any fusion, norm + pad included
     slowest = min(fusing, key=lambda r: r.pm / r.eq)

@@ -23,10 +23,12 @@ from dataclasses import replace
 import torch.fx as fx
 
 from eqsat import dump, fx_in, fx_out, load, saturate, serialize
+from eqsat.admissible import Admissible
 from eqsat.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
 from eqsat.ir import LEAF
 from eqsat.options import Options
 from eqsat.report import Report
+from eqsat.symbolic import SymbolicDims, symbols_read
 from eqsat.vocab.base import VocabIndex
 from extract import EXTRACTORS
 from extract.base import check, dag_cost
@@ -36,6 +38,7 @@ from extract.egraph import EGraph, Selection
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 1e-4  # conservative: ~10 us measured on a 2-core CPU (eqsat.load)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (extract.cost.VIEW_US)
+MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
 
 
 def _before_selection(ser: serialize.Serialized) -> Selection:
@@ -84,6 +87,8 @@ def _validate(options: Options) -> None:
         raise EqSatInputError(f"unknown extractor {options.extractor!r}; choose one of {sorted(EXTRACTORS)}")
     if options.emit not in ("if_faster", "always"):
         raise EqSatInputError(f"emit must be 'if_faster' or 'always', got {options.emit!r}")
+    if options.symbolic not in ("guard", "prove"):
+        raise EqSatInputError(f"symbolic must be 'guard' or 'prove', got {options.symbolic!r}")
     if options.numerics not in ("exact", "rounding"):
         raise EqSatInputError(f"numerics must be 'exact' or 'rounding', got {options.numerics!r}")
     if options.budgets.scheduler not in saturate.SCHEDULES:
@@ -134,6 +139,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     deadline = saturate.Deadline.after(options.budgets.seconds)
     with stage("import"):
         imported = fx_in.import_graph(graph, options.catalog, vocab, lambda: deadline.check("import"))
+    dims = SymbolicDims(imported.shape_env, options.symbolic)
+    dims.specialize(imported.facts)
     report.imported_terms = sum(op != LEAF for op, _ in imported.terms.values())
     report.opaque_nodes = len(imported.opaque)
     if not imported.roots:
@@ -162,26 +169,46 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     eg: EGraph = ser.egraph
     report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
     deadline.check("serialize")
-    with stage("extract"):
-        profile = load_profile(options.profile)
-        cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
-        selection = EXTRACTORS[options.extractor](eg, cost)
-        reached = check(eg, selection)
-        before = _before_selection(ser)
-        report.predicted_before_us = dag_cost(eg, before, cost)
-        report.predicted_after_us = dag_cost(eg, selection, cost, reached)
-    if dumper is not None:
-        dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
-    faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
-    if not faster and options.emit != "always":
-        report.predicted_after_us = report.predicted_before_us
-        return
-    deadline.check("extract")
-    with stage("emit"):
-        result = fx_out.emit(imported, eg, selection, ser.class_of_node, ser.enode_of_node, options.catalog, vocab,
-                             lambda: deadline.check("emit"), engine.layouts)
-        owner = imported.graph.owning_module
-        if recompile and result.changed and isinstance(owner, fx.GraphModule):
-            owner.recompile()
+    profile = load_profile(options.profile)
+    cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
+    before = _before_selection(ser)
+    banned: list[int] = []
+    while True:  # each site emit cannot write is dropped, and the rest extracted again without it
+        with stage("extract"):
+            admissible = Admissible(cost, eg, options.catalog, vocab, imported.vocabularies,
+                                    ser.enode_of_node.values(), imported.shape_args, banned, engine.admissible, dims)
+            selection = EXTRACTORS[options.extractor](eg, admissible)
+            reached = check(eg, selection)
+            report.predicted_before_us = dag_cost(eg, before, admissible)
+            report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
+        if dumper is not None and not banned:
+            dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
+        faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
+        if not faster and options.emit != "always":
+            report.predicted_after_us = report.predicted_before_us
+            return
+        deadline.check("extract")
+        with stage("emit"):
+            try:
+                result = fx_out.emit(imported, eg, selection, ser.class_of_node, ser.enode_of_node, options.catalog,
+                                     vocab, lambda: deadline.check("emit"), engine.layouts, admissible.spelling)
+            except fx_out.SiteError as exc:
+                if options.strict or exc.enode in banned or len(banned) >= MAX_DROPPED_SITES:
+                    raise
+                banned.append(exc.enode)
+                report.dropped.append(str(exc))
+                log.warning("eqsat: dropped the site %s; extracting the rest again", exc)
+                continue
+            owner = imported.graph.owning_module
+            if recompile and result.changed and isinstance(owner, fx.GraphModule):
+                owner.recompile()
+        break
+    if result.changed:  # the shape guards the written rewrites rely on (eqsat.symbolic)
+        new = set(selection.values()) - set(ser.enode_of_node.values())
+        guards = {g for i in new for g in admissible.guards(eg.nodes[i])}
+        if dims.specialized:
+            guards |= dims.guards_for(symbols_read(result.created + result.adopted))
+        dims.commit(guards)
+        report.guards = list(dims.committed)
     report.changed = result.changed
     report.kernels_chosen = Counter(result.kernels)

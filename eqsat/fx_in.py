@@ -34,6 +34,7 @@ from eqsat.errors import EqSatInputError
 from eqsat.fake_value import is_contiguous
 from eqsat.ir import LEAF, MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, shape_key
 from eqsat.kernels.catalog import Catalog
+from eqsat.preconditions import tie_dims
 from eqsat.vocab.base import VocabIndex, op_schema
 from eqsat.vocab.bind import bind, bind_functionalized
 from extract.egraph import TensorFacts
@@ -93,6 +94,7 @@ class Imported:
     absorbed: set[int] = field(default_factory=set)  # auto_functionalized nodes folded into their getitem
     projection_index: dict[int, dict[int, int]] = field(default_factory=dict)  # node -> output j -> getitem k
     epilogue: list[fx.Node] = field(default_factory=list)  # see the module docstring
+    shape_env: object | None = None  # the graph's ShapeEnv (of its fake values), if it has symbols
 
 
 def graph_of(obj: object) -> fx.Graph:
@@ -112,6 +114,20 @@ def _val(node: fx.Node) -> object:
             "fake-tensor values Inductor attaches to post-grad graphs (or run "
             "torch.fx.passes.fake_tensor_prop.FakeTensorProp on the module first)")
     return node.meta["val"]
+
+
+def _shape_env(nodes: Sequence[fx.Node]) -> object | None:
+    """The shape environment of the graph's symbolic values (a SymInt placeholder's, or a fake value's)."""
+    for n in nodes:
+        v = n.meta.get("val")
+        if isinstance(v, torch.SymInt):
+            return v.node.shape_env
+        mode = getattr(v, "fake_mode", None)
+        if mode is not None and mode.shape_env is not None:
+            return mode.shape_env
+        if n.op != "placeholder":
+            break
+    return None
 
 
 def facts_of(val: object) -> TensorFacts | None:
@@ -256,6 +272,8 @@ class _Importer:
             facts = facts_of(self.nodes[i].meta.get("val"))
             if facts is not None:
                 self.out.facts[i] = facts
+        tie_dims(self.out.terms, self.out.facts, self.catalog)  # what the graph's own ops require of dims
+        self.out.shape_env = _shape_env(self.nodes)
         return self.out
 
     def _use(self, consumer: fx.Node) -> None:

@@ -34,8 +34,8 @@ from eqsat.fake_value import fake_value
 from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.ir import LEAF, dtype_from_name
 from eqsat.kernels.catalog import Catalog
-from eqsat.output_layouts import OutputLayouts
-from eqsat.vocab.base import VocabIndex, op_schema
+from eqsat.output_layouts import OutputLayouts, sym_expr
+from eqsat.vocab.base import Spelling, VocabIndex, op_schema
 from extract.egraph import EGraph, ENode, Ref, Selection
 
 
@@ -58,11 +58,23 @@ class EmitResult:
         return bool(self.created) or bool(self.adopted) or self.erased > 0
 
 
+class SiteError(RuntimeError):
+    """A new e-node emit could not write (its op refused the inputs, a shape it cannot spell): the
+    graph is left as it was, and the caller may extract again without that e-node (``enode``, an
+    index into the e-graph's nodes) and emit the rest."""
+
+    def __init__(self, enode: int, op: str, at: str, reason: str) -> None:
+        super().__init__(f"{op} before {at}: {reason}")
+        self.enode, self.op, self.at, self.reason = enode, op, at, reason
+
+
 class _Emitter:
     def __init__(self, imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
-                 enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex, layouts: OutputLayouts | None) -> None:
+                 enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex, layouts: OutputLayouts | None,
+                 spelling_of: Callable[[ENode], Spelling | None] | None = None) -> None:
         self.im, self.eg, self.sel, self.catalog, self.vocab = imported, egraph, selection, catalog, vocab
-        self.layouts = layouts
+        self.spelling_of = spelling_of
+        self.layouts = layouts if layouts is not None else OutputLayouts()
         self.graph = imported.graph
         self.pos = {n: i for i, n in enumerate(imported.nodes)}
         self.class_of_node = class_of_node
@@ -97,21 +109,60 @@ class _Emitter:
 
     # -- materialisation ---------------------------------------------------------------------
     def value(self, eclass: int, anchor: fx.Node) -> fx.Node:
+        """The FX node (or tuple, for an inlined chain) of ``eclass``, materialised before ``anchor``.
+        Iterative, children first: a deep graph whose early nodes are made again needs no recursion."""
         got = self.memo.get(eclass)
         if got is not None:
             return got
-        enode = self.eg.nodes[self.sel[eclass]]
-        idx = self.original.get(self.sel[eclass])
+        todo, parent = [eclass], {eclass: -1}
+        while todo:
+            c = todo[-1]
+            if c in self.memo:
+                todo.pop()
+                continue
+            enode = self.eg.nodes[self.sel[c]]
+            missing = [k for k in enode.children if k not in self.memo] if enode.op != LEAF else []
+            if missing:
+                for k in reversed(missing):
+                    parent.setdefault(k, c)
+                todo.extend(reversed(missing))
+                continue
+            todo.pop()
+            try:
+                self.memo[c] = self._materialise(enode, anchor)
+            except SiteError:
+                raise
+            except Exception as exc:
+                site = self._site_of(c, parent)
+                if site is None:
+                    raise
+                first = (str(exc).strip().splitlines() or [""])[0][:400]
+                raise SiteError(self.sel[site], self.eg.nodes[self.sel[site]].op, anchor.name,
+                                f"{type(exc).__name__}: {first}") from exc
+        return self.memo[eclass]
+
+    def _site_of(self, eclass: int, parent: dict[int, int]) -> int | None:
+        """The nearest class on the way from ``eclass`` up to the root asked for whose chosen e-node is
+        new (no FX node's own term): the site a failure there is charged to; None if there is none."""
+        c = eclass
+        while c != -1:
+            idx = self.sel[c]
+            if idx not in self.original and self.eg.nodes[idx].op != LEAF:
+                return c
+            c = parent.get(c, -1)
+        return None
+
+    def _materialise(self, enode: ENode, anchor: fx.Node) -> fx.Node:
+        """``enode``'s FX node, its children's already made (``memo``)."""
+        idx = self.original.get(self.sel[enode.eclass])
         if enode.op == LEAF:
             node = self.im.nodes[enode.args[0]]
             if self.pos[node] >= self.pos[anchor]:
                 raise RuntimeError(f"value {node.name} is defined after its new use {anchor.name}")
-        elif idx is not None:
-            node = self._from_original(idx, enode, anchor)
-        else:
-            node = self._create(enode, anchor)
-        self.memo[eclass] = node
-        return node
+            return node
+        if idx is not None:
+            return self._from_original(idx, enode, anchor)
+        return self._create(enode, anchor)
 
     def _from_original(self, idx: int, enode: ENode, anchor: fx.Node) -> fx.Node:
         orig = self.im.nodes[idx]
@@ -162,12 +213,14 @@ class _Emitter:
             spec = self.catalog[enode.op]
             named = {p: dtype_from_name(a) if sort == "dtype" else a
                      for (p, sort), a in zip(spec.params, args, strict=True)}
-            spelling = self.vocab.spelling_for(enode.op, self.im.vocabularies)
+            spelling = self.spelling_of(enode) if self.spelling_of is not None else \
+                self.vocab.spelling_for(enode.op, self.im.vocabularies)
             if spelling is not None:
                 op = spelling.overload()
                 if op_schema(op).returns_alias:
                     self.reuse_classes.discard(enode.eclass)  # a view: its strides are its own
-                node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass)
+                node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass,
+                                  kernel=True)
             elif spec.expand is not None:
                 node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
             else:
@@ -190,7 +243,12 @@ class _Emitter:
         if not isinstance(parent, fx.Node) or parent in self.pos:
             return None
         at = self.pos[anchor]
+        whole = parent.meta.get("val")
+        out = whole[index] if isinstance(whole, (tuple, list)) and isinstance(index, int) else None
         for node in self.getitems.get(eclass, ()):
+            mine = node.meta.get("val")
+            if out is not None and out is not mine and layout_summary(out) != layout_summary(mine):
+                return None  # the kernel's output is laid out otherwise: a new getitem carries its value
             if all(self.pos.get(u, -1) >= at for u in node.users):
                 self.getitems[eclass].remove(node)
                 self.moves.append((node, node.prev, node.args))
@@ -230,27 +288,67 @@ class _Emitter:
         return tuple(out) if isinstance(out, (list, tuple)) else out
 
     def _shape_arg(self, key: str) -> object:
-        if key in self.im.shape_args:
-            return self.im.shape_args[key]
-        dims = key.split(",") if key else []
-        ints = [int(d) if d.lstrip("-").isdigit() else None for d in dims]
-        if sum(d is None for d in ints) > 1:
+        got = shape_arg(key, self.im.shape_args)
+        if got is None:
             raise RuntimeError(f"cannot spell reshape to symbolic shape {key!r}")
-        return [-1 if d is None else d for d in ints]
+        return got
 
-    def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node, eclass: int) -> fx.Node:
+    def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node, eclass: int,
+              kernel: bool = False) -> fx.Node:
+        """A new node ``target(*args, **kwargs)`` before ``anchor``; its value is worked out (and, for a
+        ``kernel``, checked with the op's registered fake) before the graph is touched."""
+        val = self._val(target, args, kwargs, eclass, kernel)
         with self.graph.inserting_before(anchor):
             node = self.graph.call_function(target, args, kwargs, name=node_name(target))
         self.result.created.append(node)
+        node.meta["val"] = val
+        return node
+
+    def _val(self, target: object, args: tuple, kwargs: dict, eclass: int, kernel: bool) -> object:
+        if target is operator.getitem and isinstance(args[0], fx.Node):
+            whole = args[0].meta.get("val")
+            if isinstance(whole, (tuple, list)):
+                return whole[args[1]]  # the very value the op gave
         # catalog kernels and projections reuse their class's fake value; views and ATen calls are
         # propagated, since their strides may differ from the original node's
         known = self._known_val(eclass) if eclass in self.reuse_classes else None
-        if known is not None:
-            node.meta["val"] = known
-            return node
         vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-        node.meta["val"] = fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass), self.layouts)
-        return node
+        if kernel and isinstance(target, torch._ops.OpOverload) and self.fake_mode is not None:
+            got = self.layouts.check(target, vals[0], vals[1], self.fake_mode)  # raises what the fake raises
+            if known is not None and got is not None:
+                want = layout_summary(known)
+                if [g and g[0::2] for g in got] != [w and w[0::2] for w in want]:
+                    raise RuntimeError(f"{target} gives {_shown(got)} where the value it stands for is {_shown(want)}")
+                if got == want:
+                    return known
+            known = None  # the op's own strides
+        if known is not None:
+            return known
+        return fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass), self.layouts)
+
+
+def shape_arg(key: str, shape_args: dict[str, object]) -> object | None:
+    """The shape argument emit writes for a reshape to shape ``key``: the input graph's own where it has
+    one, else the dims with at most one symbolic dim as -1; None when it cannot be spelled."""
+    if key in shape_args:
+        return shape_args[key]
+    dims = key.split(",") if key else []
+    ints = [int(d) if d.lstrip("-").isdigit() else None for d in dims]
+    if sum(d is None for d in ints) > 1:
+        return None
+    return [-1 if d is None else d for d in ints]
+
+
+def layout_summary(val: object) -> tuple:
+    """(shape, strides, dtype) of each tensor of ``val``, symbolic ones as expressions (as
+    ``OutputLayouts.check`` reports an op's outputs)."""
+    outs = val if isinstance(val, (tuple, list)) else (val,)
+    return tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
+                 if isinstance(t, torch.Tensor) else None for t in outs)
+
+
+def _shown(summary: tuple) -> str:
+    return ", ".join("-" if s is None else f"{list(s[0])} {str(s[2]).removeprefix('torch.')}" for s in summary)
 
 
 def check_order(graph: fx.Graph, written: list[fx.Node]) -> None:
@@ -269,12 +367,15 @@ def check_order(graph: fx.Graph, written: list[fx.Node]) -> None:
 
 def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
          enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex,
-         check_budget: Callable[[], None] | None = None, layouts: OutputLayouts | None = None) -> EmitResult:
+         check_budget: Callable[[], None] | None = None, layouts: OutputLayouts | None = None,
+         spelling_of: Callable[[ENode], Spelling | None] | None = None) -> EmitResult:
     """Write ``selection`` into the graph (see the module docstring): ``class_of_node`` and
     ``enode_of_node`` say where each FX node's own term is in ``egraph``. ``check_budget`` is called
     before each root and may raise: every change is then undone. ``layouts``: the kernels' output
-    layouts kept across graphs (``eqsat.output_layouts.OutputLayouts``; a pass's engine holds one)."""
-    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab, layouts)
+    layouts kept across graphs (``eqsat.output_layouts.OutputLayouts``; a pass's engine holds one).
+    ``spelling_of``: the spelling to write a catalog e-node with (extraction's choice,
+    ``eqsat.admissible.Admissible.spelling``; default: the vocabularies' first)."""
+    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab, layouts, spelling_of)
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
     had_users = {n for n in imported.nodes if n.users}

@@ -120,6 +120,7 @@ class Engine:
         self._vocab: VocabIndex | None = None  # see vocab_index
         self._costs: CostMemo | None = None  # see cost_memo
         self.layouts = OutputLayouts()
+        self.admissible: dict[tuple, tuple] = {}  # eqsat.admissible's choices, by op and facts
         self.egraph = eb.EGraph()
         program = [schema(), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]

@@ -9,6 +9,7 @@ from eqsat.fingerprint import stable
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
 from eqsat.kernels.spec import Numerics
 from eqsat.saturate import Budgets
+from eqsat.symbolic import SymbolicPolicy
 from eqsat.vocab.base import Vocabulary
 from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
 from extract.cost import Profile
@@ -31,6 +32,10 @@ class Options:
       ``"always"`` writes the extraction back even when it is not (tests use it for round trips).
     - ``dump_dir``: write the graph before/after, the report and e-graph pictures per graph there
       (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.dump``).
+    - ``symbolic``: where only a symbolic dim's example size can decide a kernel's contract (a last dim
+      a multiple of G under ``torch.compile(dynamic=True)``): ``"guard"`` (default) decides on it and
+      adds the condition as a guard when the rewrite is written, as Inductor's own specializations do;
+      ``"prove"`` fuses only what the shape environment proves (``eqsat.symbolic``).
     - ``pause_gc``: pause Python's cyclic garbage collector while the pass runs, as ``timeit`` does,
       and restore it after: a full collection walks every object of the compiling process (~400k in
       the benchmarks), and on a 61-layer graph paid 20% of the pass. The pass's garbage goes at the
@@ -45,6 +50,7 @@ class Options:
     strict: bool = False
     emit: str = "if_faster"
     dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
+    symbolic: SymbolicPolicy = "guard"
     pause_gc: bool = True  # changes how long, never what: not in the fingerprint
     rules: tuple[Rule, ...] | None = None  # default: every family's rules for the catalog
 
@@ -57,4 +63,4 @@ class Options:
     def fingerprint(self) -> str:
         """Everything but the catalog (fingerprinted on its own), the same in every process."""
         return stable((self.numerics, self.profile, self.sizes, self.extractor, self.budgets, self.strict,
-                       self.emit, self.vocabularies, self.active_rules()))
+                       self.emit, self.vocabularies, self.active_rules(), self.symbolic))

@@ -65,6 +65,31 @@ class OutputLayouts:
         # mode -> key -> (tuple or list for a multi-output op, None for one tensor; the layouts), or
         # None when the op's value cannot be made from layouts
         self._seen: weakref.WeakKeyDictionary[FakeTensorMode, dict[tuple, _Entry | None]] = weakref.WeakKeyDictionary()
+        # mode -> key -> the outputs' (shape, strides, dtype) with symbols as expressions, or the
+        # exception the op's fake raised (see ``check``)
+        self._checked: weakref.WeakKeyDictionary[FakeTensorMode, dict[tuple, tuple | Exception]] = \
+            weakref.WeakKeyDictionary()
+
+    def check(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> tuple | None:
+        """Run ``op``'s registered fake on these inputs once per key (raising what it raises, every time it
+        is asked again) and return each output's (shape, strides, dtype), symbolic ones as expressions;
+        None when the arguments make no key (then nothing is remembered)."""
+        key = self._key(op, args, kwargs)
+        seen = self._checked.setdefault(mode, {})
+        got = seen.get(key) if key is not None else None
+        if got is None:
+            try:
+                out = self.value(op, args, kwargs, mode)
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                got = tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
+                            if isinstance(t, torch.Tensor) else None for t in outs)
+            except Exception as exc:  # the fake refused these inputs: so will every later call
+                got = exc
+            if key is not None:
+                seen[key] = got
+        if isinstance(got, Exception):
+            raise got
+        return got if key is not None else None
 
     @staticmethod
     def _key(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> tuple | None:

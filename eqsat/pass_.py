@@ -67,15 +67,26 @@ class EqSatPass(CustomGraphPass):
             # Inductor (and vLLM through it) recompiles the module after its post-grad passes
             self.last_report = optimize(graph, self._options_for_graph(), engine=self._engine, recompile=False)
             if self.last_report.error:
-                self._engine = None  # never reuse an engine a failure may have left in a bad state
+                self._keep_engine_if_clean()
         except Exception as exc:
-            self._engine = None
+            self._keep_engine_if_clean()
             if self.options.strict:
                 raise
             log.warning("eqsat: pass skipped (%s: %s); graph left unchanged", type(exc).__name__, exc)
             return
         log.info("%s", self.last_report.summary())
         log.debug("eqsat report:\n%s", self.last_report.table())
+
+    def _keep_engine_if_clean(self) -> None:
+        """After a failed graph: the engine's scope deleted that graph's rows, so it serves the next
+        graph warm; only an engine left holding rows (or one that cannot say) is dropped."""
+        if self._engine is None:
+            return
+        try:
+            self._engine.check_empty()
+        except Exception as exc:
+            log.warning("eqsat: the engine is rebuilt for the next graph (%s)", exc)
+            self._engine = None
 
     def __getstate__(self) -> dict:
         """Copies and pickles (vLLM deep-copies its compile config per backend) leave the egglog engine

@@ -25,6 +25,8 @@ class Report:
     opaque_nodes: int = 0
     changed: bool = False
     error: str | None = None
+    dropped: list[str] = field(default_factory=list)  # sites emit could not write, and why (the rest landed)
+    guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.symbolic)
 
     @property
     def total_ms(self) -> float:
@@ -39,6 +41,7 @@ class Report:
         return (f"eqsat: {sum(self.kernels_chosen.values())} fusion(s) [{kernels}], predicted "
                 f"{self.predicted_before_us:.2f} -> {self.predicted_after_us:.2f} us, "
                 f"{self.total_ms:.1f} ms, stop: {self.stop_reason or '-'}"
+                + (f", {len(self.dropped)} site(s) dropped" if self.dropped else "")
                 + (f", error: {self.error}" if self.error else ""))
 
     def table(self) -> str:
@@ -55,6 +58,8 @@ class Report:
             *((f"time: {k}", f"{v:.2f} ms") for k, v in self.stage_ms.items()),
             ("time: total", f"{self.total_ms:.2f} ms"),
         ]
+        rows.extend(("dropped site", d) for d in self.dropped)
+        rows.extend(("shape guard", g) for g in self.guards)
         if self.error:
             rows.append(("error", self.error))
         width = max(len(k) for k, _ in rows)

@@ -34,12 +34,12 @@ multi-bag query plans wrongly.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable
 
 from eqsat.ir import FIXED_CONSTRUCTORS
 from eqsat.kernels import aten_ops
 from eqsat.kernels.spec import KernelSpec, rank, same_dtype, same_last_dim, same_shape
+from eqsat.sexp import is_var, parse, show
 from rewrites.rule import Rule, rewrite, rule
 
 NATIVE_FP8_MAX: dict[str, float] = {"float8_e4m3fnuz": 224.0}
@@ -106,30 +106,6 @@ _TABLES: dict[str, tuple[tuple[str, ...], str]] = {
     **{row.name: (row.egglog_sorts(), "T") for row in aten_ops.ROWS},
     **_FACT_TABLES,
 }
-_TOKEN = re.compile(r'\(|\)|"[^"]*"|[^\s()]+')
-
-
-def _parse(text: str) -> object:
-    stack: list[list[object]] = [[]]
-    for tok in _TOKEN.findall(text):
-        if tok == "(":
-            stack.append([])
-        elif tok == ")":
-            done = stack.pop()
-            stack[-1].append(done)
-        else:
-            stack[-1].append(tok)
-    return stack[0][0]
-
-
-def _show(e: object) -> str:
-    return f"({' '.join(map(_show, e))})" if isinstance(e, list) else str(e)
-
-
-def _is_var(e: object) -> bool:
-    return isinstance(e, str) and not e.startswith('"') and not re.fullmatch(r"-?[0-9.e+-]+|true|false", e)
-
-
 class _Flat:
     """A query as table atoms ``(= v (f a ..))`` over variables and literals, plus primitive checks."""
 
@@ -142,15 +118,15 @@ class _Flat:
         self.seen: dict[str, str] = {}  # table atom -> the variable it binds
         self.fresh = (f"__v{i}" for i in itertools.count())
         for atom in query:
-            self._top(_parse(atom))
+            self._top(parse(atom))
 
     def _top(self, e: object) -> None:
         if isinstance(e, list) and e[0] == "=" and any(map(self._table, e[1:])) and \
-                all(self._table(a) or _is_var(a) for a in e[1:]):
+                all(self._table(a) or is_var(a) for a in e[1:]):
             left, right = sorted(e[1:], key=self._table)  # a variable (if any) names the output
             self._term(right, out=self._term(left) if self._table(left) else left)
         else:
-            self.checks.append(_show(self._sub(e)))
+            self.checks.append(show(self._sub(e)))
 
     def _table(self, e: object) -> bool:
         return isinstance(e, list) and e[0] in self.known
@@ -164,7 +140,7 @@ class _Flat:
         arg_sorts, out_sort = self.known[e[0]]
         args = [self._term(a) if self._table(a) else a for a in e[1:]]
         for a, sort in zip(args, arg_sorts, strict=True):
-            if _is_var(a):
+            if is_var(a):
                 self.sorts.setdefault(a, sort)
         atom = f"({e[0]} {' '.join(args)})"
         if out is None and atom in self.seen:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import operator
+
 import torch
 
 import eqsat  # noqa: F401  (registers the eqsat:: ops)
@@ -26,3 +28,59 @@ def targets(gm: torch.fx.GraphModule) -> list[str]:
 def rand(*shape: int, dtype: torch.dtype = BF16, seed: int | None = None) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed if seed is not None else hash(shape) % 2**31)
     return torch.randn(*shape, generator=g, dtype=torch.float32).to(dtype)
+
+
+_VIEWS = {"aten.view.default", "aten.reshape.default", "aten._unsafe_view.default", "aten.squeeze.dim",
+          "aten.squeeze.dims", "aten.squeeze.default", "aten.unsqueeze.default"}
+
+
+def _dims(shape) -> tuple:
+    return tuple(d if isinstance(d, int) else "s" for d in shape)
+
+
+def structure(gm: torch.fx.GraphModule) -> list[str]:
+    """The graph as the expressions its outputs compute, one line per call reached from the outputs in
+    the order a walk from them meets it: ``%k = target(args; kwargs)`` with placeholders as ``in<i>``
+    (symbol placeholders ``sym``), constants as written (eps, G, dtypes, flags), a ``getitem`` as
+    ``%k[i]`` and every view op as ``reshape(x, <its result shape>)`` (symbolic dims ``s``). Two graphs
+    with equal structures call the same ops on the same arguments, wired the same way, whatever the
+    order or names of their nodes."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    tensors = [p for p in placeholders if isinstance(p.meta.get("val"), torch.Tensor)]
+    ids: dict[torch.fx.Node, str] = {p: f"in{k}" for k, p in enumerate(tensors)}
+    ids.update({p: "sym" for p in placeholders if p not in tensors})
+    lines: list[str] = []
+
+    def arg(a: object) -> str:
+        if isinstance(a, torch.fx.Node):
+            return ref(a)
+        if isinstance(a, (list, tuple)):
+            return "[" + ", ".join(map(arg, a)) + "]"
+        return repr(a)
+
+    def ref(n: torch.fx.Node) -> str:
+        got = ids.get(n)
+        if got is not None:
+            return got
+        target = str(n.target)
+        if n.target is operator.getitem:
+            text = f"{ref(n.args[0])}[{n.args[1]}]"
+        elif target in _VIEWS:
+            text = f"reshape({ref(n.args[0])}, {_dims(n.meta['val'].shape)})"
+        elif target == "aten.sym_size.int":
+            text = f"size({ref(n.args[0])}, {n.args[1]})"
+        elif isinstance(n.target, torch._ops.OpOverload):  # every schema argument by name, defaults filled in
+            given = dict(zip((a.name for a in n.target._schema.arguments), n.args, strict=False)) | dict(n.kwargs)
+            parts = [f"{a.name}={arg(given.get(a.name, a.default_value))}"
+                     for a in n.target._schema.arguments if a.name in given or a.has_default_value()]
+            text = f"{target}({', '.join(parts)})"
+        else:
+            kwargs = "; " + ", ".join(f"{k}={arg(v)}" for k, v in sorted(n.kwargs.items())) if n.kwargs else ""
+            text = f"{target}({', '.join(map(arg, n.args))}{kwargs})"
+        ids[n] = f"%{len(lines)}"
+        lines.append(f"{ids[n]} = {text}")
+        return ids[n]
+
+    out = gm.graph.output_node()
+    lines.append("return " + arg(out.args[0]))
+    return lines

@@ -14,13 +14,14 @@ import pytest
 import torch
 
 import eqsat
+from eqsat import reference as ref
 from eqsat.fx_in import import_graph
 from eqsat.reference import fp8_step_error
 from eqsat.vocab.spellings import default_index
 from tests.conftest import FP8, rand, trace
 from tests.test_rules import check
 
-vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
+vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 STAGED = ("lift-rms-norm", "lift-add-rms-norm", "lift-add-rms-norm-residual", "lift-quant-group-e4m3fnuz")
 TESTED_RULES = {*STAGED, *(f"{name}.match" for name in STAGED), "mul-comm", "clamp-split"}
 FMAX = 224.0  # vLLM's native fp8 max on e4m3fnuz
@@ -73,8 +74,8 @@ def test_native_quant_is_aiter_quant_within_tolerance(magnitude):
     for seed in range(8):
         x = (torch.randn(64, 1024, generator=torch.Generator().manual_seed(seed)) * magnitude).to(torch.bfloat16)
         x[1, :128] = 0
-        for group in (64, 128):
-            qs = (*vllm.rocm_aiter_group_fp8_quant(x, group), *quant_native(x, group))
+        for group in (64, 128):  # AITER's quant (the reference: vLLM's op takes G = 128 only)
+            qs = (*ref.group_fp8_quant(x, group, FP8), *quant_native(x, group))
             assert fp8_step_error(*qs, group) <= QUANT_TOL_STEPS
 
 
@@ -97,9 +98,13 @@ def test_mul_comm_weight_first():
 
 @pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (1e-5, 64)])
 def test_lift_rms_norm_fuses_group_quant(eps, group):
-    check(lambda x, w: vllm.rocm_aiter_group_fp8_quant(rms_native(x.float(), w, eps), group),
-          lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, eps, group), XW, numerics="rounding",
-          group=group, fires="lift-rms-norm")
+    """G = 64: vLLM's AITER ops take G = 128 only, the project's own ops any G."""
+    quant = (lambda y: vllm.rocm_aiter_group_fp8_quant(y, group)) if group == 128 else \
+        (lambda y: own.group_fp8_quant(y, group, FP8))
+    fused = (lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, eps, group)) if group == 128 else \
+        (lambda x, w: own.rmsnorm_fp8_group_quant(x, w, eps, group, FP8))
+    check(lambda x, w: quant(rms_native(x.float(), w, eps)), fused, XW, numerics="rounding", group=group,
+          fires="lift-rms-norm")
 
 
 def test_lift_add_rms_norm():
@@ -121,8 +126,11 @@ def test_lift_add_rms_norm_fuses_group_quant():
 
 @pytest.mark.parametrize("group", [128, 64])
 def test_lift_quant_group(group):
-    check(lambda x: quant_native(x, group), lambda x: vllm.rocm_aiter_group_fp8_quant(x, group), [rand(8, 512)],
-          numerics="rounding", group=group, fires="lift-quant-group-e4m3fnuz")
+    """The native quant lifts for any G; vLLM's op spells G = 128 only, so G = 64 is the project's op."""
+    quant = (lambda x: vllm.rocm_aiter_group_fp8_quant(x, group)) if group == 128 else \
+        (lambda x: own.group_fp8_quant(x, group, FP8))
+    check(lambda x: quant_native(x, group), quant, [rand(8, 512)], numerics="rounding", group=group,
+          fires="lift-quant-group-e4m3fnuz")
 
 
 def test_clamp_split():

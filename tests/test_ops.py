@@ -150,11 +150,15 @@ def test_opcheck_all_ops() -> None:
         torch.library.opcheck(op, args)
 
 
-def test_transpose_scale_is_column_major() -> None:
+def test_transpose_scale_is_aiters_column_major_data_in_the_fakes_row_major_shape() -> None:
+    """vLLM's fake gives a row-major (M, N / G) scale either way; with ``transpose_scale`` AITER fills it
+    with the scale's column-major data (the GEMM reading it knows), so an element is not the scale's."""
     x, _, _ = _inputs((5, 256))
     q, s = torch.ops.vllm.rocm_aiter_group_fp8_quant(x, 128)
     q_t, s_t = torch.ops.vllm.rocm_aiter_group_fp8_quant(x, 128, True)
-    assert s_t.stride() == (1, 5) and torch.equal(s, s_t) and torch.equal(q.float(), q_t.float())
+    assert s_t.shape == s.shape and s_t.stride() == s.stride() == (2, 1)
+    assert torch.equal(s_t.flatten(), s.t().flatten()) and not torch.equal(s_t, s)
+    assert torch.equal(q.float(), q_t.float())
 
 
 def test_fakes_trace_with_symbolic_token_dim() -> None:
@@ -174,7 +178,7 @@ def test_fakes_trace_with_symbolic_token_dim() -> None:
     outs = [n.meta["val"] for n in gm.graph.output_node().args[0]]
     assert outs[0].dtype == torch.float8_e4m3fnuz and outs[2].dtype == torch.float8_e4m3fn
     assert outs[7].shape[1] == outs[1].shape[1]  # ceil(N/G) and N // G agree when G divides N
-    assert outs[7].stride()[0] == 1  # transpose_scale: column-major
+    assert outs[7].stride()[1] == 1  # transpose_scale: vLLM's fake is row-major either way
 
 
 EXPECTED_SCHEMAS = {

@@ -130,9 +130,23 @@ def test_emit_failure_midway_is_rolled_back(monkeypatch):
         return adopted[-1]
 
     monkeypatch.setattr(fx_out._Emitter, "_adopt", flaky)
-    report = eqsat.optimize(gm)
-    assert [n.name for n in adopted] == ["getitem"] and "emit" in report.error
+    with pytest.raises(eqsat.EqSatInternalError, match="injected emit failure"):  # strict: no second try
+        eqsat.optimize(gm, strict=True)
+    assert [n.name for n in adopted] == ["getitem"]
     assert snapshot(gm) == before and str(gm.graph) == text
+    gm.graph.lint()
+    calls = []
+
+    def once(self, *a, **k):  # the second adoption of the run fails, no other
+        calls.append(1)
+        if len(calls) == 2:
+            raise RuntimeError("injected emit failure")
+        return real_adopt(self, *a, **k)
+
+    monkeypatch.setattr(fx_out._Emitter, "_adopt", once)
+    report = eqsat.optimize(gm)  # the failing site is dropped, the graph is written without it
+    assert report.error is None and len(report.dropped) == 1 and "injected emit failure" in report.dropped[0]
+    assert report.changed
     gm.graph.lint()
 
 

@@ -1,9 +1,12 @@
 """One before ≡ after test per rule, each with a numeric check of both sides on random tensors.
 
 ``check(before, after, inputs)`` optimizes the graph of ``before`` (``emit="always"``, strict) and
-asserts it has exactly the ops of the graph of ``after``; then both run on random inputs: bit-exact
-for ``exact`` rules, within 1.25 fp8 steps (q·s compared, ``reference.fp8_step_error``) for
-``rounding`` rules.
+asserts it has the structure of the graph of ``after`` (``conftest.structure``: the same ops on the
+same arguments, eps, G, dtypes and flags included, wired the same way); then both run on random
+inputs at three magnitudes (1, 1e-2, 1e-3: where eps matters next to the mean square) and every output
+is compared with the unoptimized graph's: bit-exact for ``exact`` rules; for ``rounding`` rules bf16
+outputs bit-exact and each fp8 output with the fp32 scale after it (or none: a static quant) within
+``FP8_TOL_STEPS`` fp8 steps at the larger magnitude of the two (q·s compared, ``reference.fp8_step_error``).
 """
 
 from __future__ import annotations
@@ -13,34 +16,60 @@ import torch
 
 import eqsat
 from eqsat.reference import fp8_step_error
-from tests.conftest import rand, targets, trace
+from tests.conftest import rand, structure, trace
 
-vllm, vir, aten = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.aten
+vllm, vir, aten, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.aten, torch.ops.eqsat
+FN = torch.float8_e4m3fn
 FP8_TOL_STEPS = 1.25
+"""A rounding rule's tolerance: 1.25 fp8 steps at the larger magnitude of the two dequantized values."""
+MAGNITUDES = (1.0, 1e-2, 1e-3)
 
 
 def _norm(ts: list[str]) -> list[str]:
     return sorted(t.replace("aten.view.default", "aten.reshape.default") for t in ts)
 
 
+def compare_outputs(got: object, want: object, numerics: str, tol: float = FP8_TOL_STEPS) -> None:
+    """Every output of ``got`` against ``want`` (see the module docstring); ``tol``: fp8 steps."""
+    got = list(got) if isinstance(got, (tuple, list)) else [got]
+    want = list(want) if isinstance(want, (tuple, list)) else [want]
+    assert len(got) == len(want)
+    k = 0
+    while k < len(got):
+        g, w = got[k], want[k]
+        assert g.shape == w.shape and g.dtype == w.dtype, (k, g.shape, w.shape, g.dtype, w.dtype)
+        if numerics == "exact" or not g.dtype.is_floating_point or g.dtype.itemsize > 1:
+            if numerics == "exact" or g.dtype in (torch.bfloat16, torch.float16) or not g.dtype.is_floating_point:
+                assert torch.equal(g, w), f"output {k} differs"
+            k += 1
+            continue
+        scale = k + 1 < len(got) and got[k + 1].dtype == torch.float32 and got[k + 1].dim() == g.dim()
+        if scale:
+            sg, sw = got[k + 1], want[k + 1]
+            err = fp8_step_error(w, sw, g, sg, g.shape[-1] // sg.shape[-1])
+        else:
+            one = torch.ones(*g.shape[:-1], 1)
+            err = fp8_step_error(w, one, g, one, g.shape[-1])
+        assert err <= tol, f"output {k}: {err:.2f} fp8 steps"
+        k += 2 if scale else 1
+
+
 def check(before, after, inputs, *, numerics: str = "exact", group: int = 128, fires: str = "",
-          **options) -> None:
+          tol: float = FP8_TOL_STEPS, **options) -> None:
+    """``tol``: fp8 steps for a rounding rule (``lift-quant-group``'s own is 1.3: vLLM's scale floor)."""
     gm, after_gm = trace(before, *inputs), trace(after, *inputs)
     reference = trace(before, *inputs)
     report = eqsat.optimize(gm, emit="always", strict=True, **options)
-    assert _norm(targets(gm)) == _norm(targets(after_gm)), gm.code
+    assert structure(gm) == structure(after_gm), "\n".join(["got:", *structure(gm), "want:", *structure(after_gm)])
     if fires:
         assert report.rules_fired[fires] > 0, report.rules_fired
     # both sides on fresh inputs with another token count (the symbolic dim must have survived)
-    fresh = [rand(5, *t.shape[1:], dtype=t.dtype, seed=7 + i) if t.dim() >= 2 else t for i, t in enumerate(inputs)]
-    want = reference(*fresh)
-    for side in (gm, after_gm):
-        got = side(*fresh)
-        for g, w in zip(got, want, strict=True):
-            if numerics == "exact" or g.dtype in (torch.bfloat16, torch.float16):
-                assert torch.equal(g, w)
-        if numerics == "rounding":
-            assert fp8_step_error(got[0], got[1], want[0], want[1], group) <= FP8_TOL_STEPS
+    for magnitude in MAGNITUDES:
+        fresh = [(rand(5, *t.shape[1:], dtype=t.dtype, seed=7 + i) * magnitude).to(t.dtype) if t.dim() >= 2 else t
+                 for i, t in enumerate(inputs)]
+        want = reference(*fresh)
+        for side in (gm, after_gm):
+            compare_outputs(side(*fresh), want, numerics, tol)
 
 
 def abs_(t):
@@ -57,11 +86,38 @@ def test_reshape_noop():
           fires="reshape-noop")
 
 
-@pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (1e-5, 64), (3e-4, 128)])
+@pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (3e-4, 128)])
 def test_fuse_rmsnorm_group_quant(eps, group):
     check(lambda x, w: vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, eps), group),
           lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, eps, group),
           [rand(8, 512), rand(512)], numerics="rounding", group=group, fires="fuse-K_rmsnorm_fp8_group_quant")
+
+
+@pytest.mark.parametrize(("eps", "group"), [(1e-5, 64), (1e-6, 32)])
+def test_fuse_rmsnorm_group_quant_any_group_in_eqsat_ops(eps, group):
+    """vLLM's AITER group quant runs G = 128 only (its per_1x128 kernel); the rule holds for any G, and
+    the project's own ops take one."""
+    check(lambda x, w: own.group_fp8_quant(own.rms_norm(x, w, eps), group, FN),
+          lambda x, w: own.rmsnorm_fp8_group_quant(x, w, eps, group, FN),
+          [rand(8, 512), rand(512)], numerics="rounding", group=group, fires="fuse-K_rmsnorm_fp8_group_quant")
+
+
+def test_vllms_group_quant_refuses_a_group_other_than_128():
+    with pytest.raises(ValueError, match="group_size 128 only"):
+        vllm.rocm_aiter_group_fp8_quant(rand(8, 512), 64)
+
+
+def test_check_sees_a_wrong_eps():
+    """The before ≡ after check compares arguments, and its inputs at small magnitudes make eps show in
+    the numbers too (group quant divides each row's scale out: at magnitude 1, eps 1e-2 against 3e-4
+    moves q·s by about one fp8 step)."""
+    wrong = (lambda x, w: vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 3e-4), 128),
+             lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-2, 128))
+    with pytest.raises(AssertionError, match="got:"):
+        check(*wrong, [rand(8, 512), rand(512)], numerics="rounding")
+    x, w = (rand(8, 512) * 1e-2).to(torch.bfloat16), rand(512)
+    with pytest.raises(AssertionError, match="fp8 steps"):
+        compare_outputs(wrong[1](x, w), wrong[0](x, w), "rounding")
 
 
 def test_fuse_rmsnorm_group_quant_of_a_strided_view():
@@ -72,7 +128,7 @@ def test_fuse_rmsnorm_group_quant_of_a_strided_view():
           [rand(8, 768), rand(512)], numerics="rounding", fires="fuse-K_rmsnorm_fp8_group_quant")
 
 
-@pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (2e-5, 64)])
+@pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (2e-5, 128)])
 def test_fuse_add_rmsnorm_group_quant(eps, group):
     def before(x, r, w):
         n, res = vir.fused_add_rms_norm(x, r, w, eps)

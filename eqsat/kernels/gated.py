@@ -34,6 +34,7 @@ from collections.abc import Mapping
 
 from eqsat.kernels.norm_quant import ACT_DTYPES, _op, _quant_out
 from eqsat.kernels.spec import (
+    DimsEqual,
     KernelSpec,
     Traffic,
     contiguous,
@@ -47,6 +48,7 @@ from eqsat.kernels.spec import (
     same_shape,
 )
 from eqsat.kernels.token_static import _Pointwise
+from eqsat.vocab.accepts import Contiguous, LastDimMultiple, two_d
 from eqsat.vocab.base import Const, Spelling
 from rewrites.lift import staged
 from rewrites.rule import Rule, rewrite
@@ -80,6 +82,7 @@ K = "K_rms_gated_fp8_group_quant"
 
 ROWS: tuple[KernelSpec, ...] = (
     KernelSpec("RmsNormGated", params("x:T z:T w:T eps:f64"), _gated, calibration_key="rms_norm_gated",
+               implies=(DimsEqual("x", "z"), DimsEqual("x", "w", True)),
                doc="x32 * rsqrt(mean(x32^2) + eps) * float(w) * silu(z32), cast to x.dtype (vLLM RMSNormGated)"),
     KernelSpec(K, params("x:T z:T w:T eps:f64 G:i64 dt:dtype"), _gated_quant, outputs=(f"(Get {_Q} 0)", f"(Get {_Q} 1)"),
                constraints=gated_constraints(K), dtypes=ACT_DTYPES, numerics="rounding", platforms=_TRITON,
@@ -96,11 +99,14 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
                    fixed=(("group_size", None), ("norm_before_gate", True), ("activation", act)))
           for act in ("swish", "silu")),
         *(Spelling(K, "vllm::rocm_aiter_fused_rms_gated_fp8_group_quant", (*_ARGS, Const(act), "G"),
-                   from_output_dtype=("dt",)) for act in ("silu", "swish")),
+                   from_output_dtype=("dt",),
+                   accepts=(*two_d("x"), Contiguous("x"), Contiguous("z"), LastDimMultiple("x", "G")))
+          for act in ("silu", "swish")),
     ),
     "eqsat": (
         Spelling("RmsNormGated", "eqsat::rms_norm_gated", ("x", "z", "w", "eps")),
-        Spelling(K, "eqsat::rms_norm_gated_fp8_group_quant", ("x", "z", "w", "eps", "G", "dt")),
+        Spelling(K, "eqsat::rms_norm_gated_fp8_group_quant", ("x", "z", "w", "eps", "G", "dt"),
+                 accepts=(LastDimMultiple("x", "G"),)),
     ),
     "aten": (Spelling("Neg", "aten::neg", ("x",)), Spelling("Exp", "aten::exp", ("x",))),
 }

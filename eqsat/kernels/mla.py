@@ -47,6 +47,7 @@ from eqsat.kernels.spec import (
     rank,
     same_dtype,
 )
+from eqsat.vocab.accepts import DtypeIn, LastDimAtMost, LastDimMultiple, OneOf, SameDtype, two_d
 from eqsat.vocab.base import Spelling
 from rewrites.rule import Rule, rule
 
@@ -125,13 +126,19 @@ ROWS: tuple[KernelSpec, ...] = (
 
 _ARGS = ("q", "qw", "kv", "kvw", "qeps", "kveps")
 
+_QK = (*two_d("q", "kv"), DtypeIn("q", ACT_DTYPES), SameDtype("q", "kv"), SameDtype("q", "qw"),
+       SameDtype("kv", "kvw"), LastDimAtMost("q", 8192), LastDimAtMost("kv", 8192))
+"""AITER's fused q/kv rms_norm kernels: 2-D rows of one fp16 / bf16 dtype, weights included, with a unit
+inner stride (a split view is fine), at most 8192 columns."""
+
 SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     "vllm": (
-        Spelling("K_mla_dual_rms_norm", "vllm::fused_mla_dual_rms_norm", _ARGS),
+        Spelling("K_mla_dual_rms_norm", "vllm::fused_mla_dual_rms_norm", _ARGS, accepts=_QK),
         Spelling("K_mla_dual_rms_norm_group_quant", "vllm::fused_mla_dual_rms_norm_group_quant", (*_ARGS, "G"),
-                 from_output_dtype=("dt",), fixed=(("transpose_scale", False),)),
+                 from_output_dtype=("dt",), fixed=(("transpose_scale", False),),
+                 accepts=(*_QK, LastDimMultiple("q", "G"), OneOf("G", (32, 64, 128)))),
         Spelling("K_mla_dual_rms_norm_per_token_quant", "vllm::fused_mla_dual_rms_norm_per_token_quant", _ARGS,
-                 from_output_dtype=("dt",)),
+                 from_output_dtype=("dt",), accepts=_QK),
     ),
     "eqsat": (
         Spelling("K_mla_dual_rms_norm", "eqsat::mla_dual_rms_norm", _ARGS),

@@ -3,7 +3,10 @@
 Level-B rows (``outputs=None``) are the semantic ops, each also standing for the standalone kernel
 that runs it unfused; fused rows give their semantics as Level-B terms in the op's output order.
 Traffic formulas follow AITER's kernels (``reference/aiter-kernels.md`` §6). ``SPELLINGS`` says how
-each vocabulary writes these ops in an FX graph (schemas: ``reference/vllm-facts.md`` §3.1).
+each vocabulary writes these ops in an FX graph, and what each op runs (``accepts``): vLLM's fakes
+are 2-D; AITER's ``per_1x128`` quant ignores its group size (G = 128 only) and takes fp16 / bf16; the
+Triton norm + quant kernels read x through its row stride but need a contiguous weight, and the add
+variant writes residual_out in x's dtype, row-major, where vLLM's fake says the residual's.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ from collections.abc import Mapping
 import torch
 
 from eqsat.kernels.spec import (
+    DimsEqual,
     KernelSpec,
     Operand,
     Traffic,
@@ -25,6 +29,7 @@ from eqsat.kernels.spec import (
     same_last_dim,
     same_shape,
 )
+from eqsat.vocab.accepts import Contiguous, DtypeIn, LastDimMultiple, OneOf, SameDtype, two_d
 from eqsat.vocab.base import Spelling
 
 ACT_DTYPES = ("bfloat16", "float16")
@@ -85,9 +90,10 @@ _ADD_RMS_Q = f"(QuantGroup (Get {_ADD_RMS} 0) G dt)"
 _GPU = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
 
 ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("RmsNorm", params("x:T w:T eps:f64"), _rms, calibration_key="rms_norm",
+    KernelSpec("RmsNorm", params("x:T w:T eps:f64"), _rms, calibration_key="rms_norm", implies=(DimsEqual("x", "w", True),),
                doc="y = cast(x32 * rsqrt(mean(x32^2) + eps), w.dtype) * w, in x.dtype (vLLM IR)"),
     KernelSpec("AddRmsNorm", params("x:T r:T w:T eps:f64"), _add_rms, calibration_key="add_rms_norm",
+               implies=(DimsEqual("x", "r"), DimsEqual("x", "w", True)),
                doc="(RmsNorm of s32 = x32 + r32, cast(s32, x.dtype)); outputs (normed, residual_out)"),
     KernelSpec("QuantGroup", params("x:T G:i64 dt:dtype"), _quant_group, calibration_key="group_quant",
                doc="per-row groups of G: scale = max(amax, 1e-10) / finfo(dt).max, q = clamp(x / scale)"),
@@ -124,18 +130,23 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
                         ("dummy_is_tma_aligned", False))),
         Spelling("RmsNorm", "vllm_ir::rms_norm", ("x", "w", "eps")),
         Spelling("AddRmsNorm", "vllm_ir::fused_add_rms_norm", ("x", "r", "w", "eps")),
-        Spelling("QuantGroup", "vllm::rocm_aiter_group_fp8_quant", ("x", "G"), from_output_dtype=("dt",)),
+        Spelling("QuantGroup", "vllm::rocm_aiter_group_fp8_quant", ("x", "G"), from_output_dtype=("dt",),
+                 accepts=(*two_d("x"), LastDimMultiple("x", "G"), OneOf("G", (128,)), DtypeIn("x", ACT_DTYPES))),
         Spelling("K_rmsnorm_fp8_group_quant", "vllm::rocm_aiter_rmsnorm_fp8_group_quant",
-                 ("x", "w", "eps", "G"), from_output_dtype=("dt",)),
+                 ("x", "w", "eps", "G"), from_output_dtype=("dt",),
+                 accepts=(*two_d("x"), LastDimMultiple("x", "G"), Contiguous("w"))),
         Spelling("K_rmsnorm_add_fp8_group_quant", "vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant",
-                 ("x", "r", "w", "eps", "G"), from_output_dtype=("dt",)),
+                 ("x", "r", "w", "eps", "G"), from_output_dtype=("dt",),
+                 accepts=(*two_d("x", "r"), LastDimMultiple("x", "G"), Contiguous("w"),
+                          SameDtype("x", "r"), Contiguous("r"))),  # residual_out is x's dtype, row-major
     ),
     "eqsat": (
         Spelling("RmsNorm", "eqsat::rms_norm", ("x", "w", "eps")),
         Spelling("AddRmsNorm", "eqsat::fused_add_rms_norm", ("x", "r", "w", "eps")),
-        Spelling("QuantGroup", "eqsat::group_fp8_quant", ("x", "G", "dt")),
-        Spelling("K_rmsnorm_fp8_group_quant", "eqsat::rmsnorm_fp8_group_quant", ("x", "w", "eps", "G", "dt")),
+        Spelling("QuantGroup", "eqsat::group_fp8_quant", ("x", "G", "dt"), accepts=(LastDimMultiple("x", "G"),)),
+        Spelling("K_rmsnorm_fp8_group_quant", "eqsat::rmsnorm_fp8_group_quant", ("x", "w", "eps", "G", "dt"),
+                 accepts=(LastDimMultiple("x", "G"),)),
         Spelling("K_rmsnorm_add_fp8_group_quant", "eqsat::rmsnorm_add_fp8_group_quant",
-                 ("x", "r", "w", "eps", "G", "dt")),
+                 ("x", "r", "w", "eps", "G", "dt"), accepts=(LastDimMultiple("x", "G"),)),
     ),
 }

@@ -44,6 +44,7 @@ from eqsat.kernels.spec import (
     same_dtype,
     same_shape,
 )
+from eqsat.vocab.accepts import Contiguous, two_d
 from eqsat.vocab.base import Spelling
 from rewrites.rule import Rule, rule
 
@@ -93,7 +94,8 @@ ROWS: tuple[KernelSpec, ...] = (
 )
 
 SPELLINGS: dict[str, tuple[Spelling, ...]] = {
-    "vllm": (Spelling("K_add_rmsnorm_pad", "vllm::rocm_aiter_triton_add_rmsnorm_pad", ("x", "w", "eps", "r", "mult")),),
+    "vllm": (Spelling("K_add_rmsnorm_pad", "vllm::rocm_aiter_triton_add_rmsnorm_pad", ("x", "w", "eps", "r", "mult"),
+                      accepts=(*two_d("x"), Contiguous("w"))),),
     "eqsat": (Spelling("K_add_rmsnorm_pad", "eqsat::add_rmsnorm_pad", ("x", "r", "w", "eps", "mult")),),
 }
 

@@ -64,6 +64,17 @@ TrafficFn = Callable[[Mapping[str, object]], Traffic]
 
 
 @dataclass(frozen=True)
+class DimsEqual:
+    """An op's precondition, which holds wherever the op runs: tensor parameters ``a`` and ``b`` agree in
+    every dim, or (``last``) in their last dim (a weight spans the rows). Import reads the equalities
+    of the ops a graph holds (``eqsat.preconditions``): two symbols they tie are one dim."""
+
+    a: str
+    b: str
+    last: bool = False
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     name: str
     params: tuple[tuple[str, str], ...]
@@ -76,6 +87,7 @@ class KernelSpec:
     calibration_key: str = ""
     doc: str = ""
     expand: Callable[..., object] | None = None  # ATen code to inline where no vocabulary spells the row
+    implies: tuple[DimsEqual, ...] = ()  # what the op requires of its inputs' dims (a fused row: also its semantics')
 
     @property
     def is_fused(self) -> bool:

@@ -52,6 +52,7 @@ from eqsat.kernels.spec import (
     same_last_dim,
     same_shape,
 )
+from eqsat.vocab.accepts import Contiguous, DtypeIn, LastDimAtMost, SameDtype, two_d
 from eqsat.vocab.base import Spelling
 from rewrites.lift import staged
 from rewrites.rule import Rule, rewrite, rule
@@ -161,9 +162,14 @@ def one_element_scale(a: Mapping[str, object]) -> bool:
     return isinstance(val, torch.Tensor) and all(isinstance(d, int) and d == 1 for d in val.shape)
 
 
+_CK = (*two_d("x"), DtypeIn("x", ACT_DTYPES), SameDtype("x", "w"), LastDimAtMost("x", 8192))
+"""CK's rmsnorm2d + dynamic quant: 2-D rows of fp16 / bf16 (the weight read as x's dtype), at most 8192
+columns (beyond, only the first 8192 are normed, silently); vLLM's fake gives the scale (M, 1)."""
+
 SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     "vllm": (
-        Spelling("QuantToken", "vllm::rocm_aiter_per_token_quant", ("x", "dt")),
+        Spelling("QuantToken", "vllm::rocm_aiter_per_token_quant", ("x", "dt"),
+                 accepts=(Contiguous("x"), DtypeIn("x", ACT_DTYPES))),  # HIP: TORCH_CHECK(contiguous)
         Spelling("QuantStaticInplace", "vllm::rocm_aiter_per_tensor_quant", ("x", "s"), names=("x", "scale"),
                  mutated=("out", "scale"), from_output_dtype=("dt",), fixed=(("is_dynamic", False),),
                  guard=one_element_scale),
@@ -174,13 +180,14 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
                    guard=one_element_scale)
           for g in (None, [-1, -1])),  # per-tensor group_shape: None or [-1, -1] (a list in FX kwargs)
         Spelling("K_rmsnorm_fused_dynamic_quant", "vllm::rocm_aiter_rmsnorm_fused_dynamic_quant",
-                 ("x", "w", "eps", "dt")),
+                 ("x", "w", "eps", "dt"), accepts=_CK),
         Spelling("K_rmsnorm_fused_add_dynamic_quant", "vllm::rocm_aiter_rmsnorm_fused_add_dynamic_quant",
-                 ("x", "r", "w", "eps", "dt")),
+                 ("x", "r", "w", "eps", "dt"), accepts=(*_CK, *two_d("r"), SameDtype("x", "r"))),
         Spelling("K_rms_fp8_per_tensor_static_quant", "vllm::rocm_aiter_fused_rms_fp8_per_tensor_static_quant",
-                 ("x", "w", "eps", "s", "dt")),
+                 ("x", "w", "eps", "s", "dt"), accepts=(*two_d("x"), Contiguous("w"))),
         Spelling("K_add_rms_fp8_per_tensor_static_quant",
-                 "vllm::rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant", ("x", "r", "w", "eps", "s", "dt")),
+                 "vllm::rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant", ("x", "r", "w", "eps", "s", "dt"),
+                 accepts=(*two_d("x", "r"), Contiguous("w"), SameDtype("x", "r"), Contiguous("r"))),
     ),
     "eqsat": (
         Spelling("QuantToken", "eqsat::token_fp8_quant", ("x", "dt")),

@@ -24,6 +24,8 @@ from typing import NamedTuple
 
 import torch
 
+from eqsat.vocab.accepts import Requirement
+
 
 @dataclass(frozen=True)
 class Const:
@@ -51,6 +53,9 @@ class Spelling:
     names: tuple[str, ...] = ()
     mutated: tuple[str, ...] = ()
     guard: Callable[[Mapping[str, object]], bool] | None = None
+    # what the target can run (its fake and its kernel), over the constructor's parameters
+    # (``eqsat.vocab.accepts``): extraction never picks a new node of this spelling outside it
+    accepts: tuple[Requirement, ...] = ()
 
     def call_args(self, named: Mapping[str, object]) -> tuple[object, ...]:
         """The op's leading positional arguments, given the constructor's parameter values by name."""
@@ -158,10 +163,16 @@ class VocabIndex:
         return hits[0] if hits else None
 
     def spelling_for(self, constructor: str, preferred: list[str]) -> Spelling | None:
-        """The spelling to emit ``constructor`` with: the first preferred vocabulary whose op exists."""
+        """The first of ``spellings_for``, or None."""
+        return next(iter(self.spellings_for(constructor, preferred)), None)
+
+    def spellings_for(self, constructor: str, preferred: list[str]) -> tuple[Spelling, ...]:
+        """The spellings ``constructor`` can be emitted with, best first: the preferred vocabularies'
+        first (in their order), then the others', each only where its op exists in this process."""
         order = sorted(self.vocabularies, key=lambda v: preferred.index(v.name) if v.name in preferred else 99)
+        out = []
         for v in order:
             s = v.by_constructor.get(constructor)
             if s is not None and s.overload() is not None:
-                return s
-        return None
+                out.append(s)
+        return tuple(out)

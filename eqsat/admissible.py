@@ -8,7 +8,8 @@ e-node (one that is no FX node's own term) is a candidate only where emit can wr
 - a reshape needs a shape emit can spell (``fx_out.shape_arg``);
 - it is not ``banned`` (a site emit could not write: ``fx_out.SiteError``).
 The input graph's own e-nodes are always candidates: the graph runs as it is. ``why_not`` says in
-words why an e-node is no candidate (``explain`` prints it).
+words why an e-node is no candidate (``explain`` prints it). ``hypothetical``: a row no vocabulary
+spells is a candidate too (``explain``'s what-if kernels, priced though they cannot be written).
 """
 
 from __future__ import annotations
@@ -34,14 +35,14 @@ class Admissible:
     def __init__(self, cost: CostFn, egraph: EGraph, catalog: Catalog, vocab: VocabIndex, vocabularies: list[str],
                  originals: Collection[int], shape_args: Mapping[str, object],
                  banned: Collection[int] = (), memo: dict[tuple, _Choice] | None = None,
-                 dims: SymbolicDims | None = None) -> None:
+                 dims: SymbolicDims | None = None, hypothetical: bool = False) -> None:
         self.cost, self.egraph, self.catalog, self.vocab = cost, egraph, catalog, vocab
         self.vocabularies, self.shape_args = list(vocabularies), dict(shape_args)
         self.exempt = {egraph.nodes[i] for i in originals}
         self.banned = {egraph.nodes[i] for i in banned}
         self.memo = memo if memo is not None else {}  # (vocabularies, op, argument facts) -> choice
         self.own: dict[tuple, _Choice] = {}  # the same, for choices this graph's shape environment made
-        self.dims = dims
+        self.dims, self.hypothetical = dims, hypothetical
         self._costs: dict[ENode, float] = {}
 
     def __call__(self, node: ENode) -> float:
@@ -87,7 +88,7 @@ class Admissible:
         spec = self.catalog[node.op]
         spellings = self.vocab.spellings_for(node.op, self.vocabularies)
         if not spellings:
-            if spec.expand is not None:
+            if spec.expand is not None or self.hypothetical:
                 return None, (), frozenset()
             return None, (f"no op spells {node.op} in vocabularies {self.vocabularies}",), frozenset()
         facts = self.egraph.facts

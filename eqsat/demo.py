@@ -5,7 +5,9 @@ AITER ops exist only on ROCm): the input fused-add rms_norm -> fp8 group quant -
 GEMM, and an MLA-style latent rms_norm -> fp8 group quant. It is compiled with ``torch.compile(dynamic=True)`` on the CPU with
 :class:`~eqsat.EqSatPass` as Inductor's post-grad custom pass. The demo prints the post-grad graph
 before and after, the report, the pass time over 20 runs on a copy of the graph, and checks that
-the compiled outputs agree with eager ones within one fp8 step (and bit-exactly for the residual).
+the compiled outputs agree with eager ones within 1.25 fp8 steps at the larger magnitude of the two
+(q·s compared, ``reference.fp8_step_error``: the rounding contract's tolerance, as the tests state it)
+and bit-exactly for the residual.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from eqsat.reference import fp8_step_error
 from eqsat.vocab.vllm_standins import register_vllm_standins
 
 HIDDEN, GROUP, TOKENS = 512, 128, 16
-FP8_STEP_TOLERANCE = 1.25  # fused kernels skip a bf16 rounding: ≈1 step, see DESIGN.md §3
+FP8_STEP_TOLERANCE = 1.25  # fp8 steps at the larger magnitude: a fused kernel skips a bf16 rounding
 
 
 class DecoderLayerNormQuant(nn.Module):

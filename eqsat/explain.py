@@ -4,7 +4,9 @@ memory-bound chains no kernel covers. Read-only: the graph is never changed.
 ``explain(gm)`` lists every *site* of every fused catalog row: a place where the row's semantics
 occur in the saturated e-graph. For each site it says ``chosen``, ``not chosen`` (with the
 predicted µs of the kernel against what the extraction chose instead, at the bound sizes), or
-``constraint failed`` with the first of the row's side conditions that does not hold. Sites are
+``constraint failed`` with the first of the row's side conditions that does not hold (or, where
+they all hold, what the op that would run it requires and these inputs lack: ``eqsat.admissible``).
+Sites are
 found by diagnostic rules generated from the rows (one per prefix of the constraint list, recording
 the longest prefix that holds), so a new row, or a hypothetical one (``Catalog.extend``), is
 explained with no extra code: that is the "what-if kernel" report.
@@ -24,9 +26,11 @@ from pathlib import Path
 import torch.fx as fx
 
 from eqsat import fx_in, load, saturate, serialize
+from eqsat.admissible import Admissible
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.spec import Traffic
 from eqsat.options import Options
+from eqsat.symbolic import SymbolicDims
 from eqsat.vocab.base import VocabIndex
 from extract import EXTRACTORS
 from extract.cost import RooflineCost, load_profile
@@ -35,6 +39,8 @@ from rewrites.kernels import strip_get
 from rewrites.rule import Rule
 
 PROGRESS = "explain-progress"
+SYMBOLIC_HINT = (" (where the last dim is symbolic, only its example size can decide: Options.symbolic='guard' "
+                 "decides on it and guards the compiled graph)")
 
 
 @dataclass
@@ -117,6 +123,7 @@ class _Analysis:
     def __init__(self, graph_module: fx.GraphModule | fx.Graph, options: Options) -> None:
         vocab = VocabIndex(options.vocabularies)
         self.im = fx_in.import_graph(graph_module, options.catalog, vocab)
+        SymbolicDims(self.im.shape_env, options.symbolic).specialize(self.im.facts)  # as optimize does
         self.catalog = options.catalog
         engine = load.Engine(options.catalog, options.active_rules())
         engine.declare_constructors(engine.constructors)  # the diagnostic rules name every fused row's terms
@@ -130,8 +137,11 @@ class _Analysis:
             self.progress = serialize.rows_of(egraph, PROGRESS, ser.ids)
         self.eg: EGraph = ser.egraph
         self.class_of_node = ser.class_of_node
-        self.cost = RooflineCost(self.eg, options.catalog, load_profile(options.profile), options.sizes)
-        self.selection: Selection = EXTRACTORS[options.extractor](self.eg, self.cost) if self.im.roots else {}
+        roofline = RooflineCost(self.eg, options.catalog, load_profile(options.profile), options.sizes)
+        self.admissible = Admissible(roofline, self.eg, options.catalog, vocab, self.im.vocabularies,
+                                     ser.enode_of_node.values(), self.im.shape_args, hypothetical=True)
+        self.cost = roofline
+        self.selection: Selection = EXTRACTORS[options.extractor](self.eg, self.admissible) if self.im.roots else {}
         self.nodes_of: dict[int, list[fx.Node]] = {}
         for i, c in self.class_of_node.items():
             self.nodes_of.setdefault(c, []).append(self.im.nodes[i])
@@ -169,9 +179,17 @@ def explain(graph_module: fx.GraphModule | fx.Graph, options: Options | None = N
         site = Site(kernel, "constraint failed", nodes=[n.name for n in fx_nodes], source=_source(fx_nodes))
         if held < len(spec.constraints):
             site.failed_constraint = spec.constraints[held]
+            if "(dim " in site.failed_constraint:
+                site.failed_constraint += SYMBOLIC_HINT
             sites.append(site)
             continue
         knodes = [n for n in a.eg.nodes if n.op == kernel and set(a.projections.get(n.eclass, [n.eclass])) & set(outputs)]
+        why = a.admissible.why_not(knodes[0]) if knodes else ()
+        if why:  # the rule holds, but no op of this graph's vocabularies runs the kernel on these inputs
+            site.failed_constraint = "; ".join(why)
+            site.kernel_us = a.cost(knodes[0])
+            sites.append(site)
+            continue
         chosen = {a.eg.nodes[a.selection[c]].op for c in outputs if c in a.selection}
         below = {c for c in outputs if c in a.selection and a.eg.nodes[a.selection[c]].op == "Get"}
         picked = any(a.eg.nodes[a.selection[a.eg.nodes[a.selection[c]].children[0]]].op == kernel for c in below

@@ -19,6 +19,14 @@ count or head size is ever named, so vLLM's two gated-norm layouts, ``(N * H, D)
   what the fused kernel's constraints and the cost model read. No imported value has the key, so
   ``reshape-noop`` cannot see that a value already in rows needs no reshape; ``reshape-noop-2d``
   (``rewrites/views.py``) does, from rank and last dim.
+- ``rms-norm-of-reshape`` / ``add-rms-norm-of-reshape``: a norm over the last dim is row-wise, so a
+  reshape of its output that keeps the last dim is the norm of the reshaped input (both outputs of
+  the fused-add norm: the residual reshaped alike, and the residual output the new one's reshaped back). This is what lets a norm over ``[T, 2, N]`` viewed
+  as ``(-1, N)`` feed a 2-D fused kernel (DeepSeek-V3.2's indexer). The reshaped input must be
+  contiguous (its reshape is then a view, contiguous too); the rules state the new terms' facts.
+- ``quant-token-of-reshape``: the per-row quant of a reshape that keeps the last dim is that quant
+  reshaped (q to the new shape, the ``[..., 1]`` scale to the shape its e-class has), as
+  ``quant-group-of-reshape`` states it for groups.
 """
 
 from __future__ import annotations
@@ -30,6 +38,16 @@ def _facts(t: str) -> tuple[str, ...]:
     return (f"(set (dtype {t}) dt)", f"(set (shape {t}) __rows)", f"(set (ndim {t}) 2)", f"(set (dim {t} -1) D)",
             f"(contiguous {t})")
 
+
+def _reshaped(t: str, dt: str) -> tuple[str, ...]:
+    """The facts of ``t``, a contiguous view of dtype ``dt`` in shape ``s``, that keeps the last dim
+    ``__d`` and has rank ``__k``."""
+    return (f"(set (dtype {t}) {dt})", f"(set (shape {t}) s)", f"(set (ndim {t}) __k)", f"(set (dim {t} -1) __d)",
+            f"(contiguous {t})")
+
+
+_KEEPS_LAST = ("(= (ndim __lhs) __k)", "(= (dim __lhs -1) __d)", "(= (dim x -1) __d)", "(> __d 0)", "(contiguous x)",
+               "(= __dx (dtype x))")
 
 _ROWS_KEY = '(+ (replace S "," "*") (+ "/" (+ (to-string D) (+ "," (to-string D)))))'
 
@@ -47,4 +65,19 @@ RULES: tuple[Rule, ...] = (
          (f"(let __rows {_ROWS_KEY})", "(let __x2 (Reshape x __rows))", "(let __z2 (Reshape z __rows))",
           "(let __g2 (RmsNormGated __x2 __z2 w eps))", "(union __g (Reshape __g2 S))",
           *_facts("__x2"), *_facts("__z2"), *_facts("__g2")), family="layout"),
+    rule("rms-norm-of-reshape", ("(= __lhs (Reshape (RmsNorm x w eps) s))", *_KEEPS_LAST),
+         ("(let __x (Reshape x s))", *_reshaped("__x", "__dx"), "(union __lhs (RmsNorm __x w eps))"), family="layout"),
+    rule("add-rms-norm-of-reshape",
+         ("(= __a (AddRmsNorm x r w eps))", "(= __lhs (Reshape (Get __a 0) s))", *_KEEPS_LAST, "(contiguous r)",
+          "(= S (shape x))", "(= (shape r) S)", "(= __dr (dtype r))"),
+         ("(let __x (Reshape x s))", *_reshaped("__x", "__dx"), "(let __r (Reshape r s))", *_reshaped("__r", "__dr"),
+          "(let __res (Reshape (Get __a 1) s))", *_reshaped("__res", "__dx"),
+          "(let __b (AddRmsNorm __x __r w eps))", "(union __lhs (Get __b 0))", "(union __res (Get __b 1))",
+          "(union (Get __a 1) (Reshape (Get __b 1) S))"),
+         family="layout"),
+    rule("quant-token-of-reshape",
+         ("(= __r (Reshape y s))", "(= __q (QuantToken __r dt))", "(= __scale (Get __q 1))", "(= ss (shape __scale))",
+          "(= (dim y -1) __d)", "(= (dim __r -1) __d)", "(> __d 0)"),
+         ("(union (Get __q 0) (Reshape (Get (QuantToken y dt) 0) s))",
+          "(union __scale (Reshape (Get (QuantToken y dt) 1) ss))"), family="layout"),
 )

@@ -438,3 +438,18 @@ def test_counted_work_is_the_same_every_run_and_grows_linearly_in_layers():
     assert first == again  # a count, not a time: what the report's work row rests on
     low, high = (first[4] - first[1]) / 3, (first[8] - first[4]) / 4
     assert low > 0 and abs(high / low - 1) < 0.05  # each layer adds the same work, whatever L is
+
+
+def test_the_gpu_layer_benchmarks_plan_is_what_eqsat_chooses_today():
+    """``benchmarks/gpu/layer_speedup.py --plan`` (CPU) re-derives the kernels eqsat picks for the
+    DeepSeek-V3 layer at each M and compares them with the PLAN the GPU run times."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    run = subprocess.run([sys.executable, str(root / "benchmarks" / "gpu" / "layer_speedup.py"), "--plan"],
+                         capture_output=True, text=True, cwd=root, timeout=600,
+                         env={**__import__("os").environ, "PYTHONPATH": str(root)})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.stdout.count(" OK ") + run.stderr.count(" OK ") == 6

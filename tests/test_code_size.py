@@ -27,3 +27,8 @@ def test_counts_code_lines_only():
 def test_every_counted_file_exists_and_the_table_names_both_sides():
     text = code_size.table(None)
     assert "| eqsat | rules | `rewrites/lift.py` |" in text and "1372" in text and "567" in text
+
+
+def test_the_committed_table_is_what_the_script_measures():
+    """docs/code_size.md is ``python -m benchmarks.code_size --write``'s output for today's files."""
+    assert (code_size.ROOT / "docs" / "code_size.md").read_text() == code_size.table(None)

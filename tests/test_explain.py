@@ -89,3 +89,50 @@ def test_sites_name_their_source_relative_to_the_working_directory(tmp_path, mon
     b.meta["stack_trace"] = '  File "/elsewhere/lib.py", line 3, in helper\n    return f(x)\n'
     c.meta["stack_trace"] = a.meta["stack_trace"]  # named once
     assert _source([a, b, c]) == ["models/llama.py:12 (forward)", "/elsewhere/lib.py:3 (helper)"]
+
+
+def test_explain_names_what_the_op_that_would_run_it_requires():
+    """The fuse rule holds, but vLLM's CK rmsnorm + per-token quant holds one row of at most 8192
+    columns: explain says so (and the pass leaves the site alone)."""
+    def f(x, w):
+        return vllm.rocm_aiter_per_token_quant(vir.rms_norm(x, w, 1e-6), torch.float8_e4m3fnuz)
+
+    site = by_kernel(explain(trace(f, rand(4, 16384), rand(16384))))["K_rmsnorm_fused_dynamic_quant"]
+    assert site.status == "constraint failed"
+    assert "vllm::rocm_aiter_rmsnorm_fused_dynamic_quant needs the last dim of x is at most 8192" in site.failed_constraint
+
+
+def _dynamic_graph(symbolic: str):
+    """``torch.compile(dynamic=True)`` with the weight an input: the hidden dim is a symbol of its own."""
+    import eqsat
+
+    captured = {}
+
+    class Grab(eqsat.EqSatPass):
+        def __call__(self, graph):
+            from eqsat.capture import copy_graph
+            captured["gm"] = copy_graph(graph)
+            super().__call__(graph)
+
+    def f(x, w):
+        return vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128)
+
+    torch._dynamo.reset()
+    p = Grab(symbolic=symbolic)
+    with torch._inductor.config.patch(post_grad_custom_post_pass=p, fx_graph_cache=False):
+        torch.compile(f, dynamic=True)(rand(16, 1536), rand(1536))
+    return captured["gm"], p.last_report
+
+
+def test_dynamic_true_fuses_under_a_guard_on_the_hidden_dim():
+    gm, report = _dynamic_graph("guard")
+    assert report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 1}
+    assert len(report.guards) == 1 and report.guards[0].endswith(", 1536)")
+
+
+def test_dynamic_true_under_prove_is_explained():
+    gm, report = _dynamic_graph("prove")
+    assert not report.kernels_chosen
+    site = by_kernel(explain(gm, symbolic="prove"))["K_rmsnorm_fp8_group_quant"]
+    assert site.status == "constraint failed" and "symbolic" in site.failed_constraint
+    assert by_kernel(explain(gm))["K_rmsnorm_fp8_group_quant"].status == "chosen"

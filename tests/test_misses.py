@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 import eqsat
+from eqsat.explain import explain
 from eqsat.reference import fp8_step_error
 from tests.conftest import rand, targets, trace
 
@@ -13,24 +14,36 @@ FN, FNUZ = torch.float8_e4m3fn, torch.float8_e4m3fnuz
 
 
 def test_third_bf16_consumer_is_decided_by_cost():
-    """rms_norm feeding two quants and a bf16 user: vLLM's Double pattern needs exactly two consumers."""
-    def f(x, w):
+    """rms_norm feeding two quants and a bf16 user: vLLM's Double pattern needs exactly two consumers.
+    Here the fused kernels are stated and costed: with the bf16 norm written anyway for its third user,
+    a fused kernel would read x where the quant reads y, the same bytes, so the graph stays (explain
+    lists both sites as not chosen); without the third user the same quants fuse."""
+    def quants(x, w):
         y = own.rms_norm(x, w, 1e-6)
-        q1, s1 = own.group_fp8_quant(y, 128, FN)
-        q2, s2 = own.group_fp8_quant(y, 64, FN)
-        return q1, s1, q2, s2, y * 2
+        return y, (*own.group_fp8_quant(y, 128, FN), *own.group_fp8_quant(y, 64, FN))
+
+    def f(x, w):
+        y, qs = quants(x, w)
+        return (*qs, y * 2)
 
     x, w = rand(8, 512), rand(512)
     for sizes in (1, 4096):
         gm = trace(f, x, w)
         ref = gm(rand(5, 512, seed=9), w)
         report = eqsat.optimize(gm, strict=True, profile="h200", sizes=sizes)
+        assert report.rules_fired["fuse-K_rmsnorm_fp8_group_quant"] == 2  # both alternatives were there
         assert report.predicted_after_us <= report.predicted_before_us
         got = gm(rand(5, 512, seed=9), w)
         assert torch.equal(got[4], ref[4])  # the bf16 user still sees the rounded norm
         assert fp8_step_error(got[0], got[1], ref[0], ref[1], 128) <= 1.25
         assert fp8_step_error(got[2], got[3], ref[2], ref[3], 64) <= 1.25
         assert "eqsat.rms_norm.default" in targets(gm)
+        sites = [s for s in explain(trace(f, x, w), profile="h200", sizes=sizes)
+                 if s.kernel == "K_rmsnorm_fp8_group_quant"]
+        # explain prices each site alone (the norm's cost counts against it, though its third user needs it)
+        assert len(sites) == 2 and all(s.status == "not chosen" and s.kernel_us and s.chosen_us for s in sites)
+        two = trace(lambda x, w: quants(x, w)[1], x, w)
+        assert eqsat.optimize(two, strict=True, profile="h200", sizes=sizes).kernels_chosen
 
 
 def test_fnuz_and_fn_quants_are_never_merged():

@@ -241,6 +241,23 @@ def deepseek_v32_indexer(eps: float = 1e-6) -> fx.GraphModule:
                      weight(64 * 128, q_lora, dtype=fp8)])
 
 
+def deepseek_v32_indexer_3d(eps: float = 1e-6) -> fx.GraphModule:
+    """The same fan-out over a 3-D norm input: ``[tokens, 2, 1536]`` normed, viewed ``(-1, 1536)`` (a
+    real view, which Inductor keeps), two group quants: what vLLM's view pattern #6 is for and crashes
+    on (its fakes are 2-D)."""
+    vllm, vir, bench = _ops()
+    q_lora = DSV3["q_lora"]
+    fp8 = _fp8()
+
+    def f(q_c, w, w_qb, w_idx):
+        y = vir.rms_norm(q_c, w, eps).view(-1, q_lora)
+        return (bench.fp8_gemm(*vllm.rocm_aiter_group_fp8_quant(y, G), w_qb),
+                bench.fp8_gemm(*vllm.rocm_aiter_group_fp8_quant(y, G), w_idx))
+
+    return trace(f, [tok(2, q_lora), weight(q_lora), weight(16 * 192, q_lora, dtype=fp8),
+                     weight(64 * 128, q_lora, dtype=fp8)])
+
+
 # -- outside the baseline's family --------------------------------------------------------------------
 
 
@@ -342,6 +359,7 @@ GRAPHS: dict[str, Callable[[], fx.GraphModule]] = {
     "deepseek_v3 (1 layer)": deepseek_v3,
     "deepseek_v3 MoE (1 layer)": deepseek_v3_moe,
     "deepseek_v3.2 indexer": deepseek_v32_indexer,
+    "deepseek_v3.2 indexer (3-D)": deepseek_v32_indexer_3d,
     "qwen3_next gated norm": qwen3_next_gated_norm,
     "qwen3_next gated norm (3-D)": qwen3_next_gated_norm_3d,
     "llama fp8 static": llama_fp8_static,

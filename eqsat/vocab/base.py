@@ -167,12 +167,13 @@ class VocabIndex:
         return next(iter(self.spellings_for(constructor, preferred)), None)
 
     def spellings_for(self, constructor: str, preferred: list[str]) -> tuple[Spelling, ...]:
-        """The spellings ``constructor`` can be emitted with, best first: the preferred vocabularies'
-        first (in their order), then the others', each only where its op exists in this process."""
-        order = sorted(self.vocabularies, key=lambda v: preferred.index(v.name) if v.name in preferred else 99)
-        out = []
-        for v in order:
+        """The spellings ``constructor`` can be emitted with, best first, each only where its op exists
+        in this process: the preferred vocabularies' (the graph's own, in their order) where any of
+        them spells it, else the other vocabularies' (a graph in vLLM's ops never gets another
+        library's op for what vLLM's ops can spell)."""
+        own, other = [], []
+        for v in sorted(self.vocabularies, key=lambda v: preferred.index(v.name) if v.name in preferred else 99):
             s = v.by_constructor.get(constructor)
             if s is not None and s.overload() is not None:
-                out.append(s)
-        return tuple(out)
+                (own if v.name in preferred else other).append(s)
+        return tuple(own or other)

@@ -38,6 +38,7 @@ class Admissible:
                  dims: SymbolicDims | None = None, hypothetical: bool = False) -> None:
         self.cost, self.egraph, self.catalog, self.vocab = cost, egraph, catalog, vocab
         self.vocabularies, self.shape_args = list(vocabularies), dict(shape_args)
+        self._vkey = tuple(self.vocabularies)
         self.exempt = {egraph.nodes[i] for i in originals}
         self.banned = {egraph.nodes[i] for i in banned}
         self.memo = memo if memo is not None else {}  # (vocabularies, op, argument facts) -> choice
@@ -48,13 +49,22 @@ class Admissible:
     def __call__(self, node: ENode) -> float:
         got = self._costs.get(node)
         if got is None:
-            own = node.op in self.catalog or node.op == "Reshape"
-            if own and node not in self.exempt and (node in self.banned or self.why_not(node)):
+            asks = node.op == "Reshape" or (node.op in self.catalog and not self._always(node.op))
+            if node not in self.exempt and (node in self.banned or (asks and self.why_not(node))):
                 got = INF
             else:
                 got = self.cost(node)
             self._costs[node] = got
         return got
+
+    def _always(self, op: str) -> bool:
+        """Whether every ``op`` e-node is a candidate whatever its arguments: its first spelling requires
+        nothing (ATen's ops, the semantic rows in the project's own ops)."""
+        got = self.memo.get((self._vkey, op))
+        if got is None:
+            spellings = self.vocab.spellings_for(op, self.vocabularies)
+            got = self.memo[(self._vkey, op)] = bool(spellings) and not spellings[0].accepts  # type: ignore[assignment]
+        return bool(got)
 
     def why_not(self, node: ENode) -> tuple[str, ...]:
         """Why ``node`` cannot be written as it stands (empty when it can; a banned node is not asked)."""
@@ -78,7 +88,7 @@ class Admissible:
         # a symbolic last dim is answered by this graph's shape environment: not shared across graphs
         symbolic = any(isinstance(f, TensorFacts) and f.shape and isinstance(f.shape[-1], str) for f in argfacts)
         memo = self.own if symbolic else self.memo
-        key = (tuple(self.vocabularies), node.op, argfacts)
+        key = (self._vkey, node.op, argfacts)
         got = memo.get(key)
         if got is None:
             got = memo[key] = self._choose(node)

@@ -141,6 +141,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         imported = fx_in.import_graph(graph, options.catalog, vocab, lambda: deadline.check("import"))
     dims = SymbolicDims(imported.shape_env, options.symbolic)
     dims.specialize(imported.facts)
+    imported.facts_exact = imported.facts_exact and not dims.specialized
     report.imported_terms = sum(op != LEAF for op, _ in imported.terms.values())
     report.opaque_nodes = len(imported.opaque)
     if not imported.roots:

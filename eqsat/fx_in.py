@@ -95,6 +95,7 @@ class Imported:
     projection_index: dict[int, dict[int, int]] = field(default_factory=dict)  # node -> output j -> getitem k
     epilogue: list[fx.Node] = field(default_factory=list)  # see the module docstring
     shape_env: object | None = None  # the graph's ShapeEnv (of its fake values), if it has symbols
+    facts_exact: bool = True  # the facts are the fake values' own (no dim tied or specialized since)
 
 
 def graph_of(obj: object) -> fx.Graph:
@@ -272,7 +273,8 @@ class _Importer:
             facts = facts_of(self.nodes[i].meta.get("val"))
             if facts is not None:
                 self.out.facts[i] = facts
-        tie_dims(self.out.terms, self.out.facts, self.catalog)  # what the graph's own ops require of dims
+        # what the graph's own ops require of dims
+        self.out.facts_exact = not tie_dims(self.out.terms, self.out.facts, self.catalog)
         self.out.shape_env = _shape_env(self.nodes)
         return self.out
 

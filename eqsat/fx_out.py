@@ -30,13 +30,13 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
-from eqsat.fake_value import fake_value
+from eqsat.fake_value import fake_value, row_major_strides
 from eqsat.fx_in import ALLOCATIONS, Arg, Imported, Slot
-from eqsat.ir import LEAF, dtype_from_name
+from eqsat.ir import LEAF, dtype_from_name, dtype_name
 from eqsat.kernels.catalog import Catalog
 from eqsat.output_layouts import OutputLayouts, sym_expr
 from eqsat.vocab.base import Spelling, VocabIndex, op_schema
-from extract.egraph import EGraph, ENode, Ref, Selection
+from extract.egraph import EGraph, ENode, Ref, Selection, TensorFacts
 
 
 @lru_cache(maxsize=512)
@@ -220,7 +220,7 @@ class _Emitter:
                 if op_schema(op).returns_alias:
                     self.reuse_classes.discard(enode.eclass)  # a view: its strides are its own
                 node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass,
-                                  kernel=True)
+                                  kernel=enode)
             elif spec.expand is not None:
                 node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
             else:
@@ -287,6 +287,23 @@ class _Emitter:
         self.result.created.extend(v for k, v in val_map.items() if k.op not in ("placeholder", "output"))
         return tuple(out) if isinstance(out, (list, tuple)) else out
 
+    def _facts_key(self, target: object, enode: ENode | None) -> tuple | None:
+        """What a kernel's fake sees, from facts: the op, its inputs' facts and constants; None unless
+        every input is contiguous (then facts fix its strides) and the facts are the fake values' own."""
+        if enode is None or not self.im.facts_exact:
+            return None
+        facts = self.eg.facts
+        ins = tuple(facts.get(c) for c in enode.children)
+        if not all(f is not None and f.contiguous for f in ins):
+            return None
+        return (target, ins, tuple(a for a in enode.args if not isinstance(a, Ref)))
+
+    def _out_facts(self, eclass: int) -> tuple:
+        """The facts of a kernel's outputs: its projections' classes, in order, or its own class."""
+        outs = self.projections.get(eclass)
+        classes = [outs[i] for i in range(len(outs))] if outs and sorted(outs) == list(range(len(outs))) else [eclass]
+        return tuple(self.eg.facts.get(c) for c in classes)
+
     def _shape_arg(self, key: str) -> object:
         got = shape_arg(key, self.im.shape_args)
         if got is None:
@@ -294,9 +311,9 @@ class _Emitter:
         return got
 
     def _call(self, target: object, args: tuple, kwargs: dict, anchor: fx.Node, eclass: int,
-              kernel: bool = False) -> fx.Node:
+              kernel: ENode | None = None) -> fx.Node:
         """A new node ``target(*args, **kwargs)`` before ``anchor``; its value is worked out (and, for a
-        ``kernel``, checked with the op's registered fake) before the graph is touched."""
+        ``kernel``, the e-node it writes, checked with the op's registered fake) before the graph is touched."""
         val = self._val(target, args, kwargs, eclass, kernel)
         with self.graph.inserting_before(anchor):
             node = self.graph.call_function(target, args, kwargs, name=node_name(target))
@@ -304,7 +321,7 @@ class _Emitter:
         node.meta["val"] = val
         return node
 
-    def _val(self, target: object, args: tuple, kwargs: dict, eclass: int, kernel: bool) -> object:
+    def _val(self, target: object, args: tuple, kwargs: dict, eclass: int, kernel: ENode | None) -> object:
         if target is operator.getitem and isinstance(args[0], fx.Node):
             whole = args[0].meta.get("val")
             if isinstance(whole, (tuple, list)):
@@ -312,14 +329,22 @@ class _Emitter:
         # catalog kernels and projections reuse their class's fake value; views and ATen calls are
         # propagated, since their strides may differ from the original node's
         known = self._known_val(eclass) if eclass in self.reuse_classes else None
+        checked = kernel is not None and isinstance(target, torch._ops.OpOverload) and self.fake_mode is not None
+        if known is not None and not checked:
+            return known
+        facts_key = self._facts_key(target, kernel) if checked and known is not None else None
+        if facts_key is not None and self.layouts.facts_checked.get(facts_key) == self._out_facts(eclass):
+            return known  # these inputs' facts passed this op's fake, giving what the class holds
         vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-        if kernel and isinstance(target, torch._ops.OpOverload) and self.fake_mode is not None:
+        if checked:
             got = self.layouts.check(target, vals[0], vals[1], self.fake_mode)  # raises what the fake raises
             if known is not None and got is not None:
                 want = layout_summary(known)
                 if [g and g[0::2] for g in got] != [w and w[0::2] for w in want]:
                     raise RuntimeError(f"{target} gives {_shown(got)} where the value it stands for is {_shown(want)}")
                 if got == want:
+                    if facts_key is not None:
+                        self.layouts.facts_checked[facts_key] = _as_facts(got)
                     return known
             known = None  # the op's own strides
         if known is not None:
@@ -345,6 +370,19 @@ def layout_summary(val: object) -> tuple:
     outs = val if isinstance(val, (tuple, list)) else (val,)
     return tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
                  if isinstance(t, torch.Tensor) else None for t in outs)
+
+
+def _as_facts(summary: tuple) -> tuple:
+    """``layout_summary``'s outputs as the e-graph states facts (dims as ``fx_in`` keys them)."""
+    out = []
+    for s in summary:
+        if s is None:
+            out.append(None)
+            continue
+        shape = tuple(int(d) if getattr(d, "is_number", True) else str(d) for d in s[0])
+        strides = row_major_strides(shape) if all(isinstance(d, int) for d in shape[1:]) else None
+        out.append(TensorFacts(dtype_name(s[2]), shape, strides is not None and tuple(s[1]) == strides))
+    return tuple(out)
 
 
 def _shown(summary: tuple) -> str:

@@ -69,6 +69,9 @@ class OutputLayouts:
         # exception the op's fake raised (see ``check``)
         self._checked: weakref.WeakKeyDictionary[FakeTensorMode, dict[tuple, tuple | Exception]] = \
             weakref.WeakKeyDictionary()
+        # (op, its inputs' facts, constants) -> the facts of the outputs its fake gave on such inputs
+        # (``fx_out``: the same check without reading a fake tensor, where facts fix the layouts)
+        self.facts_checked: dict[tuple, tuple] = {}
 
     def check(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> tuple | None:
         """Run ``op``'s registered fake on these inputs once per key (raising what it raises, every time it

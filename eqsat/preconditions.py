@@ -105,9 +105,9 @@ def _substitution(ties: _Ties) -> dict[sympy.Symbol, sympy.Expr]:
     return subst
 
 
-def tie_dims(terms: Mapping[int, tuple[str, tuple]], facts: dict[int, TensorFacts], catalog: Catalog) -> None:
-    """Rewrite ``facts`` (FX node index -> facts) in place with the dims the ops of ``terms`` tie.
-    Term arguments that are FX values are objects with a ``node`` index (``fx_in.Arg``)."""
+def tie_dims(terms: Mapping[int, tuple[str, tuple]], facts: dict[int, TensorFacts], catalog: Catalog) -> bool:
+    """Rewrite ``facts`` (FX node index -> facts) in place with the dims the ops of ``terms`` tie; whether
+    any changed. Term arguments that are FX values are objects with a ``node`` index (``fx_in.Arg``)."""
     ties = _Ties()
     for op, args in terms.values():
         if op not in catalog:
@@ -126,8 +126,10 @@ def tie_dims(terms: Mapping[int, tuple[str, tuple]], facts: dict[int, TensorFact
                 if a != b:
                     ties.union(a, b)
     if not ties.parent:
-        return
-    substitute(facts, {str(k): v for k, v in _substitution(ties).items()})
+        return False
+    subst = _substitution(ties)
+    substitute(facts, {str(k): v for k, v in subst.items()})
+    return bool(subst)
 
 
 def substitute(facts: dict[int, TensorFacts], by_name: Mapping[str, object]) -> None:

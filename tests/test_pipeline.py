@@ -217,3 +217,31 @@ def test_an_ops_purity_is_read_once_per_index(monkeypatch):
     seen = list(asked)
     again = import_graph(gm, options.catalog, vocab)
     assert asked == seen and again.opaque == first.opaque
+
+
+def _deep(depth: int):
+    """A fused-add norm + quant whose residual feeds a chain of ``depth`` ops: fusing the norm changes
+    the chain's first input, so emit writes every op of the chain again."""
+    def f(x, r, w):
+        n, res = vir.fused_add_rms_norm(x, r, w, 1e-6)
+        for _ in range(depth):
+            res = torch.ops.aten.abs.default(res)
+        return (*torch.ops.vllm.rocm_aiter_group_fp8_quant(n, 128), res)
+    return trace(f, rand(8, 256), rand(8, 256, seed=2), rand(256))
+
+
+def test_emit_is_iterative_and_linear_in_the_depth_it_writes_again():
+    """No recursion along the graph's depth (a 16-layer stack once hit Python's recursion limit), and
+    the time to write a chain again grows linearly with its length."""
+    import time
+
+    times = {}
+    for depth in (300, 2400):
+        gm = _deep(depth)
+        start = time.perf_counter()
+        report = eqsat.optimize(gm, strict=True, profile="mi300x", sizes=256)
+        times[depth] = time.perf_counter() - start
+        assert report.kernels_chosen == {"K_rmsnorm_add_fp8_group_quant": 1}
+        assert sum(n.target is torch.ops.aten.abs.default for n in gm.graph.nodes) == depth
+        gm.graph.lint()
+    assert times[2400] < 8 * 2.5 * times[300], times  # 8x the nodes: well under quadratic

@@ -14,6 +14,7 @@ from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
 from eqsat.kernels.spec import KernelSpec, Operand, Traffic, dtype_accepted, params, power_of_two, rank
 from eqsat.vocab.accepts import LastDimMultiple, two_d
 from eqsat.vocab.base import Spelling
+from eqsat.vocab.vllm_standins import FP8_OUT
 
 
 def half(x: Operand) -> Operand:
@@ -58,7 +59,8 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
     "vllm": (
         Spelling("SiluMul", "_C::silu_and_mul", ("x",), names=("input",), mutated=("result",)),
         Spelling("K_silu_mul_fp8_group_quant", "vllm::rocm_aiter_act_mul_and_fp8_group_quant", ("x", "G"),
-                 from_output_dtype=("dt",), accepts=(*two_d("x"), LastDimMultiple("x", "G", 2))),  # a partial last group reads undefined lanes
+                 from_output_dtype=("dt",),  # a partial last group would read undefined lanes
+                 accepts=(*two_d("x"), LastDimMultiple("x", "G", 2), FP8_OUT)),
     ),
     "eqsat": (
         Spelling("SiluMul", "eqsat::silu_and_mul", ("x",), accepts=(LastDimMultiple("x", 2),)),

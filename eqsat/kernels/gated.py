@@ -50,6 +50,7 @@ from eqsat.kernels.spec import (
 from eqsat.kernels.token_static import _Pointwise
 from eqsat.vocab.accepts import Contiguous, LastDimMultiple, two_d
 from eqsat.vocab.base import Const, Spelling
+from eqsat.vocab.vllm_standins import FP8_OUT
 from rewrites.lift import staged
 from rewrites.rule import Rule, rewrite
 
@@ -100,7 +101,7 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
           for act in ("swish", "silu")),
         *(Spelling(K, "vllm::rocm_aiter_fused_rms_gated_fp8_group_quant", (*_ARGS, Const(act), "G"),
                    from_output_dtype=("dt",),
-                   accepts=(*two_d("x"), Contiguous("x"), Contiguous("z"), LastDimMultiple("x", "G")))
+                   accepts=(*two_d("x"), Contiguous("x"), Contiguous("z"), LastDimMultiple("x", "G"), FP8_OUT))
           for act in ("silu", "swish")),
     ),
     "eqsat": (

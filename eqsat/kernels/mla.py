@@ -49,6 +49,7 @@ from eqsat.kernels.spec import (
 )
 from eqsat.vocab.accepts import DtypeIn, LastDimAtMost, LastDimMultiple, OneOf, SameDtype, two_d
 from eqsat.vocab.base import Spelling
+from eqsat.vocab.vllm_standins import FP8_OUT
 from rewrites.rule import Rule, rule
 
 MAX_WIDTH = 8192  # fused_qk_norm.cu: max(N1, N2) <= 8192
@@ -136,9 +137,9 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("K_mla_dual_rms_norm", "vllm::fused_mla_dual_rms_norm", _ARGS, accepts=_QK),
         Spelling("K_mla_dual_rms_norm_group_quant", "vllm::fused_mla_dual_rms_norm_group_quant", (*_ARGS, "G"),
                  from_output_dtype=("dt",), fixed=(("transpose_scale", False),),
-                 accepts=(*_QK, LastDimMultiple("q", "G"), OneOf("G", (32, 64, 128)))),
+                 accepts=(*_QK, LastDimMultiple("q", "G"), OneOf("G", (32, 64, 128)), FP8_OUT)),
         Spelling("K_mla_dual_rms_norm_per_token_quant", "vllm::fused_mla_dual_rms_norm_per_token_quant", _ARGS,
-                 from_output_dtype=("dt",), accepts=_QK),
+                 from_output_dtype=("dt",), accepts=(*_QK, FP8_OUT)),
     ),
     "eqsat": (
         Spelling("K_mla_dual_rms_norm", "eqsat::mla_dual_rms_norm", _ARGS),

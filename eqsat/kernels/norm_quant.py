@@ -31,6 +31,7 @@ from eqsat.kernels.spec import (
 )
 from eqsat.vocab.accepts import Contiguous, DtypeIn, LastDimMultiple, OneOf, SameDtype, two_d
 from eqsat.vocab.base import Spelling
+from eqsat.vocab.vllm_standins import FP8_OUT
 
 ACT_DTYPES = ("bfloat16", "float16")
 SCALE_BYTES = 4
@@ -131,14 +132,14 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("RmsNorm", "vllm_ir::rms_norm", ("x", "w", "eps")),
         Spelling("AddRmsNorm", "vllm_ir::fused_add_rms_norm", ("x", "r", "w", "eps")),
         Spelling("QuantGroup", "vllm::rocm_aiter_group_fp8_quant", ("x", "G"), from_output_dtype=("dt",),
-                 accepts=(*two_d("x"), LastDimMultiple("x", "G"), OneOf("G", (128,)), DtypeIn("x", ACT_DTYPES))),
+                 accepts=(*two_d("x"), LastDimMultiple("x", "G"), OneOf("G", (128,)), DtypeIn("x", ACT_DTYPES), FP8_OUT)),
         Spelling("K_rmsnorm_fp8_group_quant", "vllm::rocm_aiter_rmsnorm_fp8_group_quant",
                  ("x", "w", "eps", "G"), from_output_dtype=("dt",),
-                 accepts=(*two_d("x"), LastDimMultiple("x", "G"), Contiguous("w"))),
+                 accepts=(*two_d("x"), LastDimMultiple("x", "G"), Contiguous("w"), FP8_OUT)),
         Spelling("K_rmsnorm_add_fp8_group_quant", "vllm::rocm_aiter_rmsnorm_with_add_fp8_group_quant",
                  ("x", "r", "w", "eps", "G"), from_output_dtype=("dt",),
                  accepts=(*two_d("x", "r"), LastDimMultiple("x", "G"), Contiguous("w"),
-                          SameDtype("x", "r"), Contiguous("r"))),  # residual_out is x's dtype, row-major
+                          SameDtype("x", "r"), Contiguous("r"), FP8_OUT)),  # residual_out: x's dtype, row-major
     ),
     "eqsat": (
         Spelling("RmsNorm", "eqsat::rms_norm", ("x", "w", "eps")),

@@ -15,7 +15,7 @@ Invariant: a requirement reads only facts and constants, never an FX node or egg
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -158,7 +158,26 @@ class SameDtype:
         return f"{self.a} and {self.b} have one dtype"
 
 
-Requirement = Rank | Contiguous | LastDimMultiple | OneOf | LastDimAtMost | DtypeIn | SameDtype
+@dataclass(frozen=True)
+class Produces:
+    """Dtype parameter ``p`` (a name, ``"float8_e4m3fnuz"``) is the dtype the op produces, which
+    ``dtype_of()`` says (vLLM's AITER ops quantize to the platform's fp8, whatever the graph asked)."""
+
+    p: str
+    dtype_of: Callable[[], object]
+
+    def holds(self, args: Mapping[str, object]) -> bool | None:
+        made = self.dtype_of()
+        if made is None or self.p not in args:
+            return None
+        return args[self.p] == str(made).removeprefix("torch.")
+
+    def __str__(self) -> str:
+        made = self.dtype_of()
+        return f"{self.p} is {str(made).removeprefix('torch.') if made is not None else 'the platform dtype'}"
+
+
+Requirement = Rank | Contiguous | LastDimMultiple | OneOf | LastDimAtMost | DtypeIn | SameDtype | Produces
 
 
 def check(r: Requirement, args: Mapping[str, object], dims: Dims | None = None) -> Answer:

@@ -34,12 +34,12 @@ class StandIn:
         return self.schema.split("(", 1)[0]
 
 
-def rows(x: torch.Tensor, op: str) -> tuple[Any, Any]:
-    """``M, N = x.shape`` as vLLM's AITER fakes unpack it: the same ValueError for any rank but 2."""
+def rows(x: torch.Tensor, op: str, who: str = "vLLM's fake") -> tuple[Any, Any]:
+    """``M, N = x.shape`` as vLLM's AITER fakes (or ``who``: AITER's kernel) unpack it: the same
+    ValueError for any rank but 2."""
     if x.dim() != 2:
         want = "too many" if x.dim() > 2 else "not enough"
-        raise ValueError(f"{op}: {want} values to unpack (expected 2): vLLM's fake takes a 2-D x, "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(f"{op}: {want} values to unpack (expected 2): {who} takes a 2-D x, got shape {tuple(x.shape)}")
     return x.shape[0], x.shape[1]
 
 
@@ -221,7 +221,7 @@ def _token_static_ops() -> list[StandIn]:
         return x.new_empty(x.shape, dtype=quant_dtype), x.new_empty((x.shape[0], 1), dtype=F32)
 
     def ck_rows(x: torch.Tensor, *args: Any) -> None:  # CK's rmsnorm2d kernels: rows of a 2-D x
-        rows(x, "rmsnorm2d_fwd_with_dynamicquant")
+        rows(x, "rmsnorm2d_fwd_with_(add_)dynamicquant", "AITER's CK kernel")
 
     def rms_dyn(x: torch.Tensor, weight: torch.Tensor, epsilon: float, quant_dtype: torch.dtype) -> Any:
         return ref.rmsnorm_token_fp8_quant(x, weight, epsilon, quant_dtype)
@@ -240,7 +240,7 @@ def _token_static_ops() -> list[StandIn]:
         return torch.empty_like(x, dtype=quant_dtype)
 
     def triton_rows(x: torch.Tensor, *args: Any) -> None:  # AITER's Triton fused norm kernels: 2-D rows
-        rows(x, "fused_rms_fp8_per_tensor_static_quant")
+        rows(x, "fused_rms_fp8_per_tensor_static_quant", "AITER's Triton kernel")
 
     def rms_static(x: torch.Tensor, weight: torch.Tensor, epsilon: float, scale: torch.Tensor,
                    quant_dtype: torch.dtype) -> Any:

@@ -20,10 +20,12 @@ Invariants:
 from __future__ import annotations
 
 import importlib.util
+import sys
 
 import torch
 
 from eqsat.ops import define_op
+from eqsat.vocab.accepts import Produces
 from eqsat.vocab.vllm_standin_ops import standin_table
 
 # The Library objects that own the stand-in definitions. A Library removes all of its registrations
@@ -36,6 +38,21 @@ _STATE: dict[str, torch.dtype] = globals().get("_STATE", {})
 def standin_fp8_dtype() -> torch.dtype | None:
     """The fp8 dtype of the quant stand-ins this module defined, or None if it defined none."""
     return _STATE.get("fp8_dtype")
+
+
+def vllm_fp8_dtype() -> torch.dtype | None:
+    """The fp8 dtype vLLM's AITER ops produce in this process: the stand-ins' where this module
+    defined them, else vLLM's own platform dtype (``FP8_DTYPE`` of ``vllm._aiter_ops``, once vLLM has
+    imported it); None when neither is known."""
+    mine = standin_fp8_dtype()
+    if mine is not None:
+        return mine
+    aiter_ops = sys.modules.get("vllm._aiter_ops")
+    return getattr(aiter_ops, "FP8_DTYPE", None)
+
+
+FP8_OUT = Produces("dt", vllm_fp8_dtype)
+"""The requirement of every vLLM op that quantizes to the platform's fp8 (it takes no dtype)."""
 
 
 def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> None:

@@ -417,3 +417,38 @@ def test_graph_chooses_the_same_kernels_with_vllms_fakes(registrations: dict[str
     assert sum(own.values()) >= 1, own
     faked = {name for name in called if registrations[name].fake is not None}
     assert faked and faked <= set(calls), (sorted(faked), dict(calls))
+
+
+def _fused_sites(gm: torch.fx.GraphModule) -> Counter[str]:
+    """The fused vLLM ops a graph calls, by name."""
+    return Counter(n.target._schema.name.removeprefix("vllm::") for n in gm.graph.nodes
+                   if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "vllm"
+                   and n.target._schema.name.removeprefix("vllm::") in FUSED_OPS)
+
+
+FUSED_OPS = {"rocm_aiter_rmsnorm_with_add_fp8_group_quant", "rocm_aiter_rmsnorm_fp8_group_quant",
+             "fused_mla_dual_rms_norm_group_quant", "rocm_aiter_act_mul_and_fp8_group_quant"}
+
+
+@pytest.mark.usefixtures("vllm_fp8")
+def test_deepseek_stacks_get_every_fusion_a_vllm_style_pass_finds(registrations: dict[str, Registration]) -> None:
+    """With vLLM's fakes: a 16-layer DeepSeek-V3 stack gets every fusion of the pattern-matcher pass
+    written as vLLM 0.33.0 writes its own (``benchmarks.baseline``), and it gets them on the 3-D
+    DeepSeek-V3.2 indexer, where that pass's replacement meets vLLM's 2-D fake and raises."""
+    from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
+    from eqsat.capture import copy_graph
+
+    calls: Counter[str] = Counter()
+    baseline = PatternMatcherBaseline()
+    with vllm_fakes(registrations, calls):
+        gm = models.deepseek_v3(16)
+        theirs, ours = copy_graph(gm), copy_graph(gm)
+        assert baseline.apply(theirs) == 80
+        report = eqsat.optimize(ours, profile="mi300x", sizes=256, strict=True)
+        assert _fused_sites(ours) == _fused_sites(theirs) and sum(report.kernels_chosen.values()) == 64
+        indexer = models.deepseek_v32_indexer_3d()
+        with pytest.raises(ValueError, match="too many values to unpack"):
+            baseline.apply(copy_graph(indexer))
+        assert eqsat.optimize(indexer, profile="mi300x", sizes=256, strict=True).kernels_chosen == {
+            "K_rmsnorm_fp8_group_quant": 1}
+    assert_standins_in_place()

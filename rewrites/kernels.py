@@ -3,7 +3,8 @@
 For a fused row ``K(params)`` with semantic outputs ``o_0 .. o_n`` two rules are made:
 - ``fuse-K``: wherever the semantics occur and the row's side conditions hold, ``Get(K, i) = o_i``;
 - ``unlift-K``: wherever ``K`` already occurs (a graph that is partly fused), the same equalities,
-  so later fusions still see through it.
+  so later fusions still see through it; a ``rounding`` kernel over fp16 is not unlifted (the fp16
+  intermediate its semantics add loses precision below 6.1e-5: a choice of it could cost 16 fp8 steps).
 The query of ``fuse-K`` is the outermost non-projection subterm of each output (deduplicated);
 the equalities are the same in both directions, so which rule fires first never matters, and
 ``unlift-K`` adds nothing to a ``K`` that ``fuse-K`` made: it is its converse (``rewrites.reach``).
@@ -46,8 +47,11 @@ def kernel_rules(spec: KernelSpec) -> tuple[Rule, ...]:
                 spec.numerics, "kernels")
     if spec.expand is not None:  # a "leave it to Inductor" row never occurs in an input graph
         return (fuse,)
-    unlift = rule(f"unlift-{spec.name}", (f"(= __k {call})",), _unions(spec, "__k"), spec.numerics, "unlift",
-                  converse=fuse.name)
+    # unfusing a rounding kernel adds the intermediate rounding it skips: in bf16 that moves q·s by
+    # about one fp8 step (the rounding contract), in fp16 below 6.1e-5 by up to 16, so fp16 keeps it
+    fp16 = (f'(!= (dtype {spec.tensor_params()[0]}) "float16")',) if spec.numerics == "rounding" else ()
+    unlift = rule(f"unlift-{spec.name}", (f"(= __k {call})", *fp16), _unions(spec, "__k"), spec.numerics,
+                  "unlift", converse=fuse.name)
     return (fuse, unlift)
 
 

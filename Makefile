@@ -17,7 +17,7 @@ $(BIN)/.installed: pyproject.toml
 venv: $(BIN)/.installed
 
 demo: venv
-	$(BIN)/python -m eqsat.demo
+	$(BIN)/python -m eqsat.tools.demo
 
 test: venv
 	$(BIN)/ruff check eqsat rewrites extract tests benchmarks

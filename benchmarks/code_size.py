@@ -23,13 +23,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS: dict[str, tuple[str, ...]] = {
-    "catalog": ("eqsat/kernels/spec.py", "eqsat/kernels/catalog.py", "eqsat/kernels/norm_quant.py",
+    "catalog": ("eqsat/core/spec.py", "eqsat/kernels/catalog.py", "eqsat/kernels/norm_quant.py",
                 "eqsat/kernels/act_quant.py", "eqsat/kernels/token_static.py", "eqsat/kernels/mla.py",
                 "eqsat/kernels/pad.py", "eqsat/kernels/gated.py", "eqsat/kernels/inductor.py",
-                "eqsat/kernels/aten_ops.py", "eqsat/vocab/accepts.py"),
-    "rules": ("rewrites/rule.py", "rewrites/views.py", "rewrites/layout.py", "rewrites/lift.py",
+                "eqsat/kernels/aten_ops.py", "eqsat/core/accepts.py"),
+    "rules": ("eqsat/core/rule.py", "rewrites/views.py", "rewrites/layout.py", "rewrites/lift.py",
               "rewrites/kernels.py", "rewrites/schedule.py"),
-    "binding": ("eqsat/vocab/base.py", "eqsat/vocab/bind.py", "eqsat/vocab/spellings.py"),
+    "binding": ("eqsat/core/spelling.py", "eqsat/fx/bind.py", "eqsat/kernels/vocabularies.py"),
 }
 VLLM_FILES = ("compilation/passes/fusion/rocm_aiter_fusion.py", "compilation/passes/fusion/matcher_utils.py")
 VLLM_0_33_LINES = {VLLM_FILES[0]: 1372, VLLM_FILES[1]: 567}  # reference/vllm-facts.md §1, §4.3

@@ -8,7 +8,7 @@ Inductor's fusion of the native chain) is looked up in the measured table. Regre
 
     python -m benchmarks.decision                 # prints the table, writes results/decision_h200.md
 
-Calibration (``extract.calibrate.fit``) sees each measured option as its kernels: ``fused`` is the
+Calibration (``eqsat.cost.calibrate.fit``) sees each measured option as its kernels: ``fused`` is the
 fused kernel's key, ``inductor`` the Inductor chain's key, ``unfused`` the sum of the two
 standalone kernels; bytes come from the catalog's traffic formulas. Cross-validation calibrates
 on half of the shapes and scores the other half (split by N, and by alternating M).
@@ -25,11 +25,11 @@ from pathlib import Path
 import torch
 
 import eqsat
-from eqsat.capture import trace_tokens
+from eqsat.core.spec import Operand
+from eqsat.cost.calibrate import Component, Measurement, evaluate, fit
+from eqsat.cost.roofline import Profile, load_profile
+from eqsat.fx.capture import trace_tokens
 from eqsat.kernels.catalog import DEFAULT_CATALOG
-from eqsat.kernels.spec import Operand
-from extract.calibrate import Component, Measurement, evaluate, fit
-from extract.cost import Profile, load_profile
 
 HERE = Path(__file__).resolve().parent
 FIXTURE = HERE / "fixtures" / "h200_anchor.csv"

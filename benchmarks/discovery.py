@@ -1,5 +1,5 @@
 """Fusion discovery on the benchmark graphs: what each kernel site does, and the memory-bound chains
-no catalog kernel covers, ranked by the saving one fused kernel would bring (``eqsat.explain``).
+no catalog kernel covers, ranked by the saving one fused kernel would bring (``eqsat.tools.explain``).
 
     python -m benchmarks.discovery      # writes benchmarks/results/discovery.md
 """
@@ -9,8 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from benchmarks.graphs import models
-from eqsat import explain
 from eqsat.options import Options
+from eqsat.tools import explain
 
 OUT = Path(__file__).resolve().parent / "results" / "discovery.md"
 GRAPHS = {

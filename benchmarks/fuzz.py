@@ -33,7 +33,7 @@ a graph that still fails to trace, or whose original fails to run, counts as "no
 
 Per graph: trace it (``tests.conftest.trace``: symbolic tokens; one in five with static shapes
 through ``make_fx(tracing_mode="fake")``) and trace it again for the copy to optimize (``--copy``:
-``eqsat.capture.copy_graph`` of the first, a third faster); ``eqsat.optimize(copy, profile=P,
+``eqsat.fx.capture.copy_graph`` of the first, a third faster); ``eqsat.optimize(copy, profile=P,
 sizes=256, strict=True, numerics=...)`` with P ``mi300x`` or ``h200`` by the seed's parity and
 numerics ``rounding`` (one in five ``exact``); an exception is an internal error, and so is a graph
 ``Graph.lint`` rejects (the pass is then run again without ``strict`` and that result checked as well:
@@ -73,10 +73,10 @@ import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import eqsat
-from eqsat.capture import copy_graph
-from eqsat.ops import define_op
-from eqsat.reference import fp8_step_error
-from eqsat.vocab.vllm_standins import register_vllm_standins
+from eqsat.fx.capture import copy_graph
+from eqsat.library.eqsat_ops import define_op
+from eqsat.library.reference import fp8_step_error
+from eqsat.library.vllm import register_vllm_standins
 from tests.conftest import trace
 from tests.test_lift import add_rms_native, quant_native, rms_native
 from tests.test_rules import compare_outputs
@@ -741,7 +741,7 @@ def failure_kind(out: Outcome) -> str:
 
 def check_program(p: Program, keep: dict[str, Any] | None = None, *, retrace: bool = True) -> Outcome:
     """Trace, optimize (strict), lint, run and compare one program (see the module docstring).
-    ``retrace``: the graph to optimize is a second trace; else ``eqsat.capture.copy_graph`` of the first.
+    ``retrace``: the graph to optimize is a second trace; else ``eqsat.fx.capture.copy_graph`` of the first.
 
     When the strict pass raises, the graph is optimized again without ``strict`` (the warning path: a
     site emit cannot write is dropped, ``Report.dropped``, or the graph left alone) and that result is

@@ -28,9 +28,9 @@ import sys, time
 import eqsat
 from benchmarks.graphs import models
 from benchmarks.pass_time import OPTIONS, Bench, _declared
-from eqsat.capture import copy_graph
-from eqsat.fx_in import import_graph
-from eqsat.vocab.base import VocabIndex
+from eqsat.fx.capture import copy_graph
+from eqsat.fx.importer import import_graph
+from eqsat.core.spelling import VocabIndex
 one_off, after_baseline = sys.argv[1] == "one-off", sys.argv[1] == "after-baseline"
 models.register_ops()
 ready = {}

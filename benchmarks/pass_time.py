@@ -49,6 +49,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch.fx as fx
+from eqsat.rewrites.schedule import default_rules
 
 import eqsat
 from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
@@ -57,11 +58,10 @@ from benchmarks.pass_time_report import Row, Timing, plot, plot_graphs, render
 from benchmarks.sites import fused_op, fusion_sites
 from benchmarks.time_split import split
 from eqsat.api import gc_paused
-from eqsat.capture import copy_graph
-from eqsat.fx_in import Imported, import_graph
-from eqsat.load import Engine
-from eqsat.vocab.base import VocabIndex
-from rewrites.schedule import default_rules
+from eqsat.core.spelling import VocabIndex
+from eqsat.engine.engine import Engine
+from eqsat.fx.capture import copy_graph
+from eqsat.fx.importer import Imported, import_graph
 
 HERE = Path(__file__).resolve().parent
 RESULTS = HERE / "results"

@@ -5,9 +5,9 @@ fake value (shape, dtype, strides; the token dim symbolic) of each node the pass
 ``benchmarks.pass_time``, over ``runs`` eqsat runs (each on a fresh copy; the median run is kept):
 - **egglog**: the engine's e-graph is wrapped in a stopwatch, which times every call into egglog
   (``run_program``, ``parse_program``, ``freeze``);
-- **eqsat's fake values**: ``eqsat.fx_out.fake_value`` is wrapped in one too: the time eqsat's emit
+- **eqsat's fake values**: ``eqsat.fx.emitter.fake_value`` is wrapped in one too: the time eqsat's emit
   spends making the value of each node whose value is not an original node's (eqsat reuses one
-  where a new node computes an old value and is no view), as eqsat makes it (``eqsat.fake_value``);
+  where a new node computes an old value and is no view), as eqsat makes it (``eqsat.fx.fake_value``);
 - **the baseline's fake values**: the baseline is run once more on a fresh copy; every node it wrote
   whose value is new has its op dispatched again on its inputs' fake values under the graph's fake
   mode, and the medians are summed (the dispatch then hits torch's fake-tensor cache: a lower bound).
@@ -27,9 +27,9 @@ import torch.fx as fx
 from torch._guards import detect_fake_mode
 from torch.fx.node import map_aggregate
 
-from eqsat import fx_out
-from eqsat.capture import copy_graph
-from eqsat.load import Engine
+from eqsat.engine.engine import Engine
+from eqsat.fx import emitter as fx_out
+from eqsat.fx.capture import copy_graph
 
 
 @dataclass(frozen=True)

@@ -5,15 +5,25 @@ cost model of real kernels runs (e.g. rms_norm + fp8 group quant as one fused AI
 returns a :class:`Report`. ``EqSatPass`` is the same as a drop-in Inductor / vLLM post-grad pass.
 """
 
-from eqsat import ops as _ops  # noqa: F401  (registers the eqsat:: torch.library ops)
+# ruff: noqa: E402  (the package path is extended before the submodules are imported)
+import os as _os
+
+# ``rewrites/`` and ``extract/`` sit at the repository's top level and install as ``eqsat.rewrites`` and
+# ``eqsat.extract`` (pyproject's package-dir); a source checkout on the path finds them the same way
+_root = _os.path.dirname(_os.path.dirname(_os.path.abspath(__file__)))
+if all(_os.path.isfile(_os.path.join(_root, d, "__init__.py")) for d in ("rewrites", "extract")) \
+        and _root not in __path__:
+    __path__.append(_root)
+
 from eqsat.api import optimize
-from eqsat.errors import EqSatInputError, EqSatInternalError
+from eqsat.core.errors import EqSatInputError, EqSatInternalError
+from eqsat.core.spec import KernelSpec
+from eqsat.engine.saturate import Budgets
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
-from eqsat.kernels.spec import KernelSpec
+from eqsat.library import eqsat_ops as _ops  # noqa: F401  (registers the eqsat:: torch.library ops)
 from eqsat.options import Options
 from eqsat.pass_ import EqSatPass
 from eqsat.report import Report
-from eqsat.saturate import Budgets
 
 __version__ = "0.1.0"
 

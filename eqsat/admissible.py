@@ -3,7 +3,7 @@
 The e-graph states equalities on any rank, layout and dtype; an op that runs them does not. A new
 e-node (one that is no FX node's own term) is a candidate only where emit can write it as it stands:
 - a catalog op needs the spelling emit will use in this graph's vocabularies (``VocabIndex.spelling_for``)
-  and that spelling's ``accepts`` (``eqsat.vocab.accepts``) must hold on the facts of its arguments,
+  and that spelling's ``accepts`` (``eqsat.core.accepts``) must hold on the facts of its arguments,
   or, where no vocabulary spells the row, an ``expand`` to inline;
 - a reshape needs a shape emit can spell (``fx_out.shape_arg``);
 - it is not ``banned`` (a site emit could not write: ``fx_out.SiteError``).
@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 
-from eqsat.fx_out import shape_arg
-from eqsat.ir import LEAF
+from eqsat.core.accepts import unmet
+from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
+from eqsat.core.ir import LEAF
+from eqsat.core.spelling import Spelling, VocabIndex
+from eqsat.extract.base import CostFn
+from eqsat.fx.emitter import shape_arg
+from eqsat.fx.symbolic import SymbolicDims
 from eqsat.kernels.catalog import Catalog
-from eqsat.symbolic import SymbolicDims
-from eqsat.vocab.accepts import unmet
-from eqsat.vocab.base import Spelling, VocabIndex
-from extract.base import CostFn
-from extract.egraph import EGraph, ENode, Ref, TensorFacts
 
 INF = float("inf")
 _Choice = tuple[Spelling | None, tuple[str, ...], frozenset[str]]  # spelling, why none, guards relied on
@@ -74,7 +74,7 @@ class Admissible:
         return self._choice(node)[1] if node.op in self.catalog and node.op != LEAF else ()
 
     def guards(self, node: ENode) -> frozenset[str]:
-        """The shape guards writing ``node`` relies on (``eqsat.symbolic``: decided on the hints)."""
+        """The shape guards writing ``node`` relies on (``eqsat.fx.symbolic``: decided on the hints)."""
         return self._choice(node)[2] if node.op in self.catalog and node.op != LEAF else frozenset()
 
     def spelling(self, node: ENode) -> Spelling | None:

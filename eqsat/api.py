@@ -3,10 +3,10 @@
     fx graph --import--> terms --load--> e-graph --saturate--> --serialize--> EGraph value
              --extract (cost model)--> selection --emit--> same fx graph, rewritten; Report
 
-Bad input raises :class:`~eqsat.errors.EqSatInputError` with a message saying what to fix. Any
+Bad input raises :class:`~eqsat.core.errors.EqSatInputError` with a message saying what to fix. Any
 other failure leaves the graph exactly as it was: with ``strict=False`` (default) it is logged as
 a warning naming the stage and recorded in ``Report.error``; with ``strict=True`` it raises
-:class:`~eqsat.errors.EqSatInternalError`. The graph is only rewritten when the extraction is
+:class:`~eqsat.core.errors.EqSatInternalError`. The graph is only rewritten when the extraction is
 predicted to be faster than the graph as it is.
 """
 
@@ -22,22 +22,26 @@ from dataclasses import replace
 
 import torch.fx as fx
 
-from eqsat import dump, fx_in, fx_out, load, saturate, serialize
 from eqsat.admissible import Admissible
-from eqsat.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
-from eqsat.ir import LEAF
+from eqsat.core.egraph import EGraph, Selection
+from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
+from eqsat.core.ir import LEAF
+from eqsat.core.spelling import VocabIndex
+from eqsat.cost.roofline import RooflineCost, load_profile
+from eqsat.engine import engine as load
+from eqsat.engine import saturate, serialize
+from eqsat.extract import EXTRACTORS
+from eqsat.extract.base import check, dag_cost
+from eqsat.fx import emitter as fx_out
+from eqsat.fx import importer as fx_in
+from eqsat.fx.symbolic import SymbolicDims, symbols_read
 from eqsat.options import Options
 from eqsat.report import Report
-from eqsat.symbolic import SymbolicDims, symbols_read
-from eqsat.vocab.base import VocabIndex
-from extract import EXTRACTORS
-from extract.base import check, dag_cost
-from extract.cost import RooflineCost, load_profile
-from extract.egraph import EGraph, Selection
+from eqsat.tools import dump
 
 log = logging.getLogger("eqsat")
-LOAD_SECONDS_PER_TERM = 1e-4  # conservative: ~10 us measured on a 2-core CPU (eqsat.load)
-IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (extract.cost.VIEW_US)
+LOAD_SECONDS_PER_TERM = 1e-4  # conservative: ~10 us measured on a 2-core CPU (eqsat.engine.engine)
+IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
 
 
@@ -204,7 +208,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             if recompile and result.changed and isinstance(owner, fx.GraphModule):
                 owner.recompile()
         break
-    if result.changed:  # the shape guards the written rewrites rely on (eqsat.symbolic)
+    if result.changed:  # the shape guards the written rewrites rely on (eqsat.fx.symbolic)
         new = set(selection.values()) - set(ser.enode_of_node.values())
         guards = {g for i in new for g in admissible.guards(eg.nodes[i])}
         if dims.specialized:

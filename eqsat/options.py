@@ -5,16 +5,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from eqsat.fingerprint import stable
+from eqsat.core.fingerprint import stable
+from eqsat.core.rule import Rule
+from eqsat.core.spec import Numerics
+from eqsat.core.spelling import Vocabulary
+from eqsat.cost.roofline import Profile
+from eqsat.engine.saturate import Budgets
+from eqsat.fx.symbolic import SymbolicPolicy
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
-from eqsat.kernels.spec import Numerics
-from eqsat.saturate import Budgets
-from eqsat.symbolic import SymbolicPolicy
-from eqsat.vocab.base import Vocabulary
-from eqsat.vocab.spellings import DEFAULT_VOCABULARIES
-from extract.cost import Profile
-from rewrites.rule import Rule
-from rewrites.schedule import default_rules, select
+from eqsat.kernels.vocabularies import DEFAULT_VOCABULARIES
+from eqsat.rewrites.schedule import default_rules, select
 
 
 @dataclass(frozen=True)
@@ -23,7 +23,7 @@ class Options:
 
     - ``numerics``: ``"rounding"`` (what vLLM ships: fused kernels that skip an intermediate
       rounding may replace the unfused ops) or ``"exact"`` (only bit-identical rewrites).
-    - ``profile``: a device profile name in ``extract/profiles`` (``mi300x``, ``mi355x``, ``h200``).
+    - ``profile``: a device profile name in ``eqsat/cost/profiles`` (``mi300x``, ``mi355x``, ``h200``).
     - ``sizes``: the size bound to symbolic dims when costing: one int for every symbol, a mapping
       symbol -> int (``"*"`` is the default), or a tuple of ints (a compile range, costed at each).
     - ``extractor``: ``"greedy"`` (DAG greedy, default), ``"ilp"`` (exact) or ``"tree"``.
@@ -31,11 +31,11 @@ class Options:
     - ``emit``: ``"if_faster"`` (default) rewrites only when the extraction is predicted faster;
       ``"always"`` writes the extraction back even when it is not (tests use it for round trips).
     - ``dump_dir``: write the graph before/after, the report and e-graph pictures per graph there
-      (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.dump``).
+      (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.tools.dump``).
     - ``symbolic``: where only a symbolic dim's example size can decide a kernel's contract (a last dim
       a multiple of G under ``torch.compile(dynamic=True)``): ``"guard"`` (default) decides on it and
       adds the condition as a guard when the rewrite is written, as Inductor's own specializations do;
-      ``"prove"`` fuses only what the shape environment proves (``eqsat.symbolic``).
+      ``"prove"`` fuses only what the shape environment proves (``eqsat.fx.symbolic``).
     - ``pause_gc``: pause Python's cyclic garbage collector while the pass runs, as ``timeit`` does,
       and restore it after: a full collection walks every object of the compiling process (~400k in
       the benchmarks), and on a 61-layer graph paid 20% of the pass. The pass's garbage goes at the
@@ -49,7 +49,7 @@ class Options:
     budgets: Budgets = field(default_factory=Budgets)
     strict: bool = False
     emit: str = "if_faster"
-    dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
+    dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.tools.dump)
     symbolic: SymbolicPolicy = "guard"
     pause_gc: bool = True  # changes how long, never what: not in the fingerprint
     rules: tuple[Rule, ...] | None = None  # default: every family's rules for the catalog

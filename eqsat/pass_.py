@@ -20,10 +20,10 @@ import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from eqsat.api import optimize
-from eqsat.load import Engine
+from eqsat.cost.roofline import load_profile
+from eqsat.engine.engine import Engine
 from eqsat.options import Options
 from eqsat.report import Report
-from extract.cost import load_profile
 
 log = logging.getLogger("eqsat")
 
@@ -31,7 +31,7 @@ log = logging.getLogger("eqsat")
 @cache
 def _source_digest() -> str:
     h = hashlib.sha256()
-    for pkg in ("eqsat", "rewrites", "extract"):
+    for pkg in ("eqsat", "eqsat.rewrites", "eqsat.extract"):
         root = Path(str(resources.files(pkg)))
         for path in sorted(root.rglob("*")):
             if path.suffix in (".py", ".json"):
@@ -57,7 +57,7 @@ class EqSatPass(CustomGraphPass):
     def __init__(self, options: Options | None = None, **overrides: object) -> None:
         self.options = replace(options or Options(), **overrides)
         self.last_report: Report | None = None
-        self._engine: Engine | None = None  # declared rules, reused across graphs (see eqsat.load)
+        self._engine: Engine | None = None  # declared rules, reused across graphs (see eqsat.engine.engine)
         self._range_sizes: tuple[int, ...] = ()
 
     def __call__(self, graph: fx.Graph) -> None:

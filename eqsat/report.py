@@ -19,14 +19,14 @@ class Report:
     egraph_classes: int = 0
     stop_reason: str = ""
     iterations: int = 0
-    rules_reachable: int = 0  # rules that can fire on this graph (rewrites.reach); the others cannot
+    rules_reachable: int = 0  # rules that can fire on this graph (eqsat.engine.reach); the others cannot
     stage_ms: dict[str, float] = field(default_factory=dict)
     imported_terms: int = 0
     opaque_nodes: int = 0
     changed: bool = False
     error: str | None = None
     dropped: list[str] = field(default_factory=list)  # sites emit could not write, and why (the rest landed)
-    guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.symbolic)
+    guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.fx.symbolic)
 
     @property
     def total_ms(self) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol
 
-from extract.egraph import EGraph, ENode, Selection
+from eqsat.core.egraph import EGraph, ENode, Selection
 
 CostFn = Callable[[ENode], float]
 

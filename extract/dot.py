@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from extract.egraph import EGraph, ENode, Ref, Selection
+from eqsat.core.egraph import EGraph, ENode, Ref, Selection
 
 
 def _label(node: ENode) -> str:

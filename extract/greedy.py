@@ -4,7 +4,7 @@ Both run a worklist fixpoint over e-nodes: a node is evaluated once all its chil
 best entry, and a class's best is replaced only on strict improvement, after which its parents are
 re-queued. ``greedy_dag`` values a node by the cost of the *set* of e-nodes it uses (own node plus
 the union of its children's sets, so shared sub-DAGs count once); sets are Python-int bitsets over
-node indices, and then takes multi-output kernels whole where that is cheaper (``extract.improve``).
+node indices, and then takes multi-output kernels whole where that is cheaper (``eqsat.extract.improve``).
 ``tree_greedy`` values a node by its own cost plus its children's costs (a tree cost).
 
 Costs must be non-negative (a negative one raises :class:`ExtractionError`). Invariants of the
@@ -23,10 +23,10 @@ from collections import deque
 from collections.abc import Callable
 
 import numpy as np
+from eqsat.extract.base import CostFn, ExtractionError
+from eqsat.extract.improve import switch_multi_output
 
-from extract.base import CostFn, ExtractionError
-from extract.egraph import EGraph, Selection
-from extract.improve import switch_multi_output
+from eqsat.core.egraph import EGraph, Selection
 
 _REL_TOL = 1e-12
 _Best = dict[int, tuple[float, object, int]]

@@ -20,9 +20,9 @@ import time
 from collections import deque
 
 import numpy as np
+from eqsat.extract.base import CostFn, ExtractionError, reachable
 
-from extract.base import CostFn, ExtractionError, reachable
-from extract.egraph import EGraph, Selection
+from eqsat.core.egraph import EGraph, Selection
 
 
 def _resolve(egraph: EGraph, chosen: list[int]) -> dict[int, int]:

@@ -23,8 +23,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from extract.base import ExtractionError, reachable
-from extract.egraph import EGraph, Selection
+from eqsat.extract.base import ExtractionError, reachable
+
+from eqsat.core.egraph import EGraph, Selection
 
 _EPS = 1e-9
 

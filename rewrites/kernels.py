@@ -7,14 +7,14 @@ For a fused row ``K(params)`` with semantic outputs ``o_0 .. o_n`` two rules are
   intermediate its semantics add loses precision below 6.1e-5: a choice of it could cost 16 fp8 steps).
 The query of ``fuse-K`` is the outermost non-projection subterm of each output (deduplicated);
 the equalities are the same in both directions, so which rule fires first never matters, and
-``unlift-K`` adds nothing to a ``K`` that ``fuse-K`` made: it is its converse (``rewrites.reach``).
+``unlift-K`` adds nothing to a ``K`` that ``fuse-K`` made: it is its converse (``eqsat.engine.reach``).
 """
 
 from __future__ import annotations
 
+from eqsat.core.rule import Rule, rule
+from eqsat.core.spec import KernelSpec
 from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.spec import KernelSpec
-from rewrites.rule import Rule, rule
 
 
 def strip_get(term: str) -> str:

@@ -31,7 +31,7 @@ count or head size is ever named, so vLLM's two gated-norm layouts, ``(N * H, D)
 
 from __future__ import annotations
 
-from rewrites.rule import Rule, rule
+from eqsat.core.rule import Rule, rule
 
 
 def _facts(t: str) -> tuple[str, ...]:

@@ -36,11 +36,11 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable
 
-from eqsat.ir import FIXED_CONSTRUCTORS
+from eqsat.core.ir import FIXED_CONSTRUCTORS
+from eqsat.core.rule import Rule, rewrite, rule
+from eqsat.core.sexp import is_var, parse, show
+from eqsat.core.spec import KernelSpec, rank, same_dtype, same_last_dim, same_shape
 from eqsat.kernels import aten_ops
-from eqsat.kernels.spec import KernelSpec, rank, same_dtype, same_last_dim, same_shape
-from eqsat.sexp import is_var, parse, show
-from rewrites.rule import Rule, rewrite, rule
 
 NATIVE_FP8_MAX: dict[str, float] = {"float8_e4m3fnuz": 224.0}
 """fp8 dtype -> the max vLLM's native QuantFP8 clamps to (``get_fp8_min_max``: 224 on ROCm fnuz).

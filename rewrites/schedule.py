@@ -9,12 +9,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from functools import cache
 
+from eqsat.rewrites import layout, lift, views
+from eqsat.rewrites.kernels import catalog_rules
+
+from eqsat.core.rule import Rule
+from eqsat.core.spec import Numerics
 from eqsat.kernels import gated, mla, pad, token_static
 from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.spec import Numerics
-from rewrites import layout, lift, views
-from rewrites.kernels import catalog_rules
-from rewrites.rule import Rule
 
 ADMITS: dict[str, frozenset[str]] = {"exact": frozenset({"exact"}), "rounding": frozenset({"exact", "rounding"})}
 

@@ -11,7 +11,7 @@ these equalities canonicalise any chain; fusion rules never mention views.
 All are exact: a row-major reshape moves no value.
 """
 
-from rewrites.rule import rewrite
+from eqsat.core.rule import rewrite
 
 RULES = (
     rewrite("reshape-of-reshape", "(Reshape (Reshape x s1) s2)", "(Reshape x s2)", family="views"),

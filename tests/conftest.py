@@ -7,8 +7,8 @@ import operator
 import torch
 
 import eqsat  # noqa: F401  (registers the eqsat:: ops)
-from eqsat.capture import trace_tokens
-from eqsat.vocab.vllm_standins import register_vllm_standins
+from eqsat.fx.capture import trace_tokens
+from eqsat.library.vllm import register_vllm_standins
 
 register_vllm_standins()
 

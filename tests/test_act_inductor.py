@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import torch
 
-from eqsat import reference as ref
-from extract.cost import KernelTiming, load_profile
+from eqsat.cost.roofline import KernelTiming, load_profile
+from eqsat.library import reference as ref
 from tests.conftest import rand
 from tests.test_rules import check
 

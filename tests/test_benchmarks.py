@@ -18,7 +18,7 @@ import eqsat
 from benchmarks.baseline.pattern_matcher import PATTERNS, PatternMatcherBaseline
 from benchmarks.graphs import models
 from benchmarks.sites import fused, fused_op, fusion_sites
-from eqsat.capture import copy_graph, trace_tokens
+from eqsat.fx.capture import copy_graph, trace_tokens
 
 OPTIONS = eqsat.Options(profile="mi300x", sizes=256, strict=True)
 EPS = 1e-6
@@ -379,8 +379,8 @@ def test_the_paired_ab_takes_one_mode_at_a_time():
 def test_the_time_split_times_egglog_and_the_fake_values_each_pass_computes(full_baseline):
     from benchmarks.pass_time import Bench
     from benchmarks.time_split import fake_dispatch, split
-    from eqsat import fx_out
-    from eqsat.fake_value import fake_value
+    from eqsat.fx import emitter as fx_out
+    from eqsat.fx.fake_value import fake_value
     gm = models.gpt_oss_router_pad()
     engine = Bench.engine_for(gm)
     real = engine.egraph

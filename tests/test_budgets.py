@@ -66,7 +66,7 @@ def test_backoff_scheduler_reaches_the_same_result():
 
 def _runs_of(gm, monkeypatch, **overrides):
     """The report of optimizing ``gm``, and the iterations each of saturation's egglog calls ran."""
-    from eqsat import saturate as sat
+    from eqsat.engine import saturate as sat
 
     calls: list[int] = []
     real = sat.saturate
@@ -113,7 +113,7 @@ def test_near_the_node_cap_every_call_runs_one_iteration(monkeypatch):
 
 
 def test_a_first_call_that_may_not_fit_the_time_share_runs_one_iteration():
-    from eqsat.saturate import ROW_SECONDS, saturate
+    from eqsat.engine.saturate import ROW_SECONDS, saturate
 
     engine, imported = _qwen_3d_engine()
     bound = engine.size_bound(imported)
@@ -128,9 +128,9 @@ def test_a_first_call_that_may_not_fit_the_time_share_runs_one_iteration():
 def _qwen_3d_engine() -> tuple:
     """A fresh engine declared for Qwen3-Next's 3-D gated norm, and the graph's import."""
     from benchmarks.graphs import models
-    from eqsat.fx_in import import_graph
-    from eqsat.load import Engine
-    from eqsat.vocab.base import VocabIndex
+    from eqsat.core.spelling import VocabIndex
+    from eqsat.engine.engine import Engine
+    from eqsat.fx.importer import import_graph
 
     models.register_ops()
     options = eqsat.Options()
@@ -144,8 +144,8 @@ def _saturated(cap: int | None, bounded: bool = False) -> tuple[int, dict, str]:
     """Qwen3-Next's 3-D gated norm loaded into a fresh engine and saturated: by ``saturate`` capped
     at ``cap`` iterations (``bounded``: given the engine's size bound, so its first call runs up to 4),
     or (``cap`` None) one egglog iteration per call until one changes nothing."""
-    from eqsat.ir import RULESET
-    from eqsat.saturate import saturate
+    from eqsat.core.ir import RULESET
+    from eqsat.engine.saturate import saturate
 
     engine, imported = _qwen_3d_engine()
     with engine.scope() as egraph:

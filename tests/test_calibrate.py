@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from eqsat import cli
-from eqsat.kernels.spec import Traffic
-from extract.calibrate import Component, Measurement, evaluate, fit, read_table
-from extract.cost import KernelTiming, Profile, load_profile
+from eqsat.core.spec import Traffic
+from eqsat.cost.calibrate import Component, Measurement, evaluate, fit, read_table
+from eqsat.cost.roofline import KernelTiming, Profile, load_profile
+from eqsat.tools import cli
 
 TRUTH = {"a": KernelTiming(1.5, 3000.0), "b": KernelTiming(4.0, 1200.0)}
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from benchmarks import decision
-from extract.calibrate import fit
-from extract.cost import load_profile
+from eqsat.cost.calibrate import fit
+from eqsat.cost.roofline import load_profile
 
 
 @pytest.fixture(scope="module")

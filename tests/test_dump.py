@@ -8,7 +8,8 @@ import logging
 import torch
 
 import eqsat
-from eqsat import fx_picture, graphfile
+from eqsat import graphfile
+from eqsat.tools import fx_picture
 from tests.conftest import rand, targets, trace
 
 vllm, vir = torch.ops.vllm, torch.ops.vllm_ir

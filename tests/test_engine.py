@@ -1,4 +1,4 @@
-"""The engine (``eqsat.load``): declaring only the rules a graph can fire (``rewrites.reach``) and
+"""The engine (``eqsat.engine.engine``): declaring only the rules a graph can fire (``eqsat.engine.reach``) and
 reusing one engine for many graphs change nothing but the time taken; the loader refuses rows
 egglog would misread."""
 
@@ -15,20 +15,20 @@ from egglog import bindings as eb
 
 import eqsat
 from benchmarks.graphs import models
-from eqsat import load_rows
-from eqsat.capture import copy_graph
-from eqsat.facts import FACTS, unpack
-from eqsat.fx_in import Arg, import_graph
-from eqsat.ir import LEAF
-from eqsat.load import Engine, RowFiles
-from eqsat.load_rows import _field
-from eqsat.saturate import egraph_size, saturate
-from eqsat.serialize import serialize
-from eqsat.vocab.base import VocabIndex
-from extract.cost import RooflineCost, load_profile
-from extract.egraph import EGraph
-from rewrites.reach import Reach
-from rewrites.rule import Rule, rewrite, rule
+from eqsat.core.egraph import EGraph
+from eqsat.core.facts import FACTS, unpack
+from eqsat.core.ir import LEAF
+from eqsat.core.rule import Rule, rewrite, rule
+from eqsat.core.spelling import VocabIndex
+from eqsat.cost.roofline import RooflineCost, load_profile
+from eqsat.engine import rows as load_rows
+from eqsat.engine.engine import Engine, RowFiles
+from eqsat.engine.reach import Reach
+from eqsat.engine.rows import _field
+from eqsat.engine.saturate import egraph_size, saturate
+from eqsat.engine.serialize import serialize
+from eqsat.fx.capture import copy_graph
+from eqsat.fx.importer import Arg, import_graph
 from tests.conftest import rand, trace
 from tests.test_lift import _every_rule_fires
 from tests.test_order import GRAPHS

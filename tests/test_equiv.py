@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from eqsat.equiv import check_equiv
+from eqsat.tools.equiv import check_equiv
 from tests.conftest import rand, trace
 
 vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
@@ -57,13 +57,13 @@ def test_equal_but_unprovable_is_not_proven():
 
 
 def test_cli_check_equiv(tmp_path, capsys):
-    from eqsat import cli
+    from eqsat.tools import cli
 
     src = tmp_path / "models.py"
     src.write_text(
         "import torch\n"
         "import eqsat\n"
-        "from eqsat.vocab.vllm_standins import register_vllm_standins\n"
+        "from eqsat.library.vllm import register_vllm_standins\n"
         "register_vllm_standins()\n"
         "def reference(x, w):\n"
         "    return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128)\n"

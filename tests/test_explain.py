@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from eqsat import cli
-from eqsat.explain import as_json, discover, explain
-from eqsat.kernels.spec import KernelSpec, Operand, Traffic, params
+from eqsat.core.spec import KernelSpec, Operand, Traffic, params
 from eqsat.options import Options
+from eqsat.tools import cli
+from eqsat.tools.explain import as_json, discover, explain
 from tests.conftest import rand, trace
 
 vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
@@ -69,7 +69,7 @@ def test_discover_ranks_uncovered_chains():
 def test_cli_explain(tmp_path, capsys):
     src = tmp_path / "m.py"
     src.write_text(
-        "import torch\nimport eqsat\nfrom eqsat.vocab.vllm_standins import register_vllm_standins\n"
+        "import torch\nimport eqsat\nfrom eqsat.library.vllm import register_vllm_standins\n"
         "register_vllm_standins()\n"
         "def layer(x, w):\n"
         "    y = (x.float() * 2 + 1).exp().to(torch.bfloat16)\n"
@@ -81,7 +81,7 @@ def test_cli_explain(tmp_path, capsys):
 
 
 def test_sites_name_their_source_relative_to_the_working_directory(tmp_path, monkeypatch):
-    from eqsat.explain import _source
+    from eqsat.tools.explain import _source
     monkeypatch.chdir(tmp_path)
     g = fx.Graph()
     a, b, c = (g.placeholder(n) for n in "abc")
@@ -110,7 +110,7 @@ def _dynamic_graph(symbolic: str):
 
     class Grab(eqsat.EqSatPass):
         def __call__(self, graph):
-            from eqsat.capture import copy_graph
+            from eqsat.fx.capture import copy_graph
             captured["gm"] = copy_graph(graph)
             super().__call__(graph)
 

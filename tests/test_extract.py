@@ -13,16 +13,16 @@ import time
 from unittest import mock
 
 import pytest
+from eqsat.extract import EXTRACTORS, check, dag_cost, greedy
+from eqsat.extract.base import ExtractionError, reachable
+from eqsat.extract.greedy import greedy_dag, tree_greedy
+from eqsat.extract.ilp import ilp_extract
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
+from eqsat.cost.roofline import CostMemo, RooflineCost, load_profile
 from eqsat.options import Options
-from extract import EXTRACTORS, check, dag_cost, greedy
-from extract.base import ExtractionError, reachable
-from extract.cost import CostMemo, RooflineCost, load_profile
-from extract.egraph import EGraph, ENode, Ref, TensorFacts
-from extract.greedy import greedy_dag, tree_greedy
-from extract.ilp import ilp_extract
 
 MIP_GAP = 1e-6  # HiGHS proves optimality up to its absolute MIP gap (1e-6 by default)
 
@@ -98,7 +98,7 @@ def kernel_egraphs(draw: st.DrawFn) -> EGraph:
     "kernels" (tuple classes) reading earlier values; values each made by projections ``Get(k, i)``
     of one or two earlier kernels (each kernel's outputs numbered in turn) and maybe a plain op over
     earlier values. A kernel may read a value another kernel makes (a plain quant of a norm that a
-    fused norm + quant also yields), so the take and leave moves of ``extract.improve`` have work.
+    fused norm + quant also yields), so the take and leave moves of ``eqsat.extract.improve`` have work.
     A random subset of the values are roots."""
     costs = st.integers(0, 9).map(float)
     n_in = draw(st.integers(1, 2))
@@ -193,7 +193,7 @@ def test_greedy_dag_is_fast_on_a_large_dag() -> None:
 
 def test_greedy_repairs_a_cyclic_choice() -> None:
     # Safety net: per-class bests A -> f(B), B -> g(A) form a cycle; A falls back to its first choice.
-    from extract.greedy import _finish
+    from eqsat.extract.greedy import _finish
 
     eg = EGraph.from_nodes([node("a", 0, 5), node("f", 0, 0, 1), node("g", 1, 0, 0)], [0])
     kids = [n.children for n in eg.nodes]

@@ -1,4 +1,4 @@
-"""The facts encoding (``eqsat.facts``): a tensor's rank, last dim and contiguity are packed in one
+"""The facts encoding (``eqsat.core.facts``): a tensor's rank, last dim and contiguity are packed in one
 ``facts`` row; rules written with the fact forms render to read and state it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from egglog import bindings as eb
 
-from eqsat.facts import SCHEMA, encode_actions, encode_query, pack, unpack
+from eqsat.core.facts import SCHEMA, encode_actions, encode_query, pack, unpack
 
 
 @pytest.mark.parametrize("ndim, last, contiguous",

@@ -1,4 +1,4 @@
-"""``eqsat.fake_value``: each cheap way of making a new node's fake value gives the value torch gives
+"""``eqsat.fx.fake_value``: each cheap way of making a new node's fake value gives the value torch gives
 when the node's op runs plainly under the graph's fake mode (sizes, strides, storage offset, dtype,
 device, a fake tensor of that mode, and for a view its storage and base), with the token dim
 symbolic; the kernels' output layouts are reused only where that is sound."""
@@ -13,10 +13,11 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 
 import eqsat
 from benchmarks.graphs import models
-from eqsat import fake_value as fake_value_module
-from eqsat import fx_out
-from eqsat.capture import copy_graph
-from eqsat.fake_value import (
+from eqsat.engine.engine import Engine
+from eqsat.fx import emitter as fx_out
+from eqsat.fx import fake_value as fake_value_module
+from eqsat.fx.capture import copy_graph
+from eqsat.fx.fake_value import (
     contiguous_view,
     fake_value,
     is_contiguous,
@@ -24,7 +25,6 @@ from eqsat.fake_value import (
     slice_view,
     strided_view,
 )
-from eqsat.load import Engine
 
 aten = torch.ops.aten
 

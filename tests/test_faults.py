@@ -7,11 +7,12 @@ import logging
 
 import pytest
 import torch
+from eqsat.extract import EXTRACTORS
 
 import eqsat
-from eqsat import fx_out, saturate
-from eqsat.kernels.spec import KernelSpec, Traffic, params
-from extract import EXTRACTORS
+from eqsat.core.spec import KernelSpec, Traffic, params
+from eqsat.engine import saturate
+from eqsat.fx import emitter as fx_out
 from tests.conftest import rand, trace
 
 vllm, vir = torch.ops.vllm, torch.ops.vllm_ir
@@ -152,7 +153,7 @@ def test_one_unwritable_site_of_four_is_dropped_and_the_other_three_land(monkeyp
     """The fused op's fake refuses the eps-1e-3 site (as vLLM's fake refuses a 3-D input): emit leaves
     the graph as it was, extraction runs again without that site, the other three fusions land and
     the report names the dropped one (that site takes its next best choice: Inductor's chain)."""
-    from eqsat.output_layouts import OutputLayouts
+    from eqsat.fx.output_layouts import OutputLayouts
 
     real = OutputLayouts.check
 
@@ -172,7 +173,7 @@ def test_one_unwritable_site_of_four_is_dropped_and_the_other_three_land(monkeyp
     fused = [n for n in gm.graph.nodes if "rmsnorm_fp8_group_quant" in str(n.target)]
     assert sorted(n.args[2] for n in fused) == [1e-6, 1e-6, 1e-5]
     args = [rand(8, 256, seed=9), *(rand(256, seed=k) for k in range(4))]
-    from eqsat import reference as ref
+    from eqsat.library import reference as ref
     got, exp = gm(*args), want(*args)
     for k in range(0, 8, 2):
         assert ref.fp8_step_error(exp[k], exp[k + 1], got[k], got[k + 1], 128) <= 1.25

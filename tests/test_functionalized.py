@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 import eqsat
-from eqsat.reference import fp8_step_error
+from eqsat.library.reference import fp8_step_error
 from tests.conftest import rand
 
 FNUZ = torch.float8_e4m3fnuz

@@ -13,7 +13,7 @@ import torch
 
 import eqsat
 from benchmarks.graphs import models
-from eqsat import reference as ref
+from eqsat.library import reference as ref
 from tests.conftest import BF16, rand, targets, trace
 from tests.test_functionalized import Capture, compile_with
 from tests.test_lift import QUANT_TOL_STEPS, quant_native
@@ -206,8 +206,8 @@ def test_qwen3_next_benchmark_graph_fuses(layout):
 
 def test_gated_rules_plan_as_one_bag():
     """egglog 13.2's decomposed-plan bug (``rewrites/lift.py``): these rules must plan as a single bag."""
-    from eqsat.fx_in import import_graph
-    from eqsat.vocab.spellings import default_index
+    from eqsat.fx.importer import import_graph
+    from eqsat.kernels.vocabularies import default_index
     from tests.test_lift import _plan
 
     gm = trace(before("3d", "native", "native"), *inputs())

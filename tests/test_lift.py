@@ -14,10 +14,10 @@ import pytest
 import torch
 
 import eqsat
-from eqsat import reference as ref
-from eqsat.fx_in import import_graph
-from eqsat.reference import fp8_step_error
-from eqsat.vocab.spellings import default_index
+from eqsat.fx.importer import import_graph
+from eqsat.kernels.vocabularies import default_index
+from eqsat.library import reference as ref
+from eqsat.library.reference import fp8_step_error
 from tests.conftest import FP8, rand, trace
 from tests.test_rules import check
 
@@ -210,9 +210,9 @@ def _every_rule_fires(x, r, w1, w2, g):
 def _plan(rule_name: str, imported) -> str:
     """How egglog plans ``rule_name`` after the other rules ran: reporting a decomposed plan panics."""
     from egglog import bindings as eb
+    from eqsat.rewrites.schedule import default_rules
 
-    from eqsat.load import RULESET, Engine
-    from rewrites.schedule import default_rules
+    from eqsat.engine.engine import RULESET, Engine
     rules = default_rules(eqsat.DEFAULT_CATALOG, "rounding")
     engine = Engine(eqsat.DEFAULT_CATALOG, rules)
     egraph = engine.egraph
@@ -233,8 +233,8 @@ def _plan(rule_name: str, imported) -> str:
 
 def test_rules_that_union_plan_as_one_bag():
     """Every rule that runs on this graph and unions plans as one bag; every lift rule runs here."""
-    from rewrites import lift
-    from rewrites.schedule import default_rules
+    from eqsat.rewrites import lift
+    from eqsat.rewrites.schedule import default_rules
     gm = trace(_every_rule_fires, rand(8, 512), rand(8, 512, seed=2), rand(512), rand(512, seed=3), rand(8, 1024))
     imported = import_graph(gm, eqsat.DEFAULT_CATALOG, default_index())
     names = [r.name for r in default_rules(eqsat.DEFAULT_CATALOG, "rounding") if not r.name.endswith(".match")]
@@ -246,8 +246,8 @@ def test_rules_that_union_plan_as_one_bag():
 def test_a_staged_match_reads_structure_only():
     """The first stage of a staged rule joins constructors only: a fact some rule sets (the layout
     rule's rows facts, say) must not re-run the big join; the second stage checks every fact."""
-    from rewrites.lift import _FACT_TABLES
-    from rewrites.schedule import default_rules
+    from eqsat.rewrites.lift import _FACT_TABLES
+    from eqsat.rewrites.schedule import default_rules
     rules = {r.name: r for r in default_rules(eqsat.DEFAULT_CATALOG, "rounding")}
     staged = [(m, rules[m.name.removesuffix(".match")]) for m in rules.values() if m.name.endswith(".match")]
     assert len(staged) >= 6

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 
 import eqsat
-from eqsat.explain import explain
-from eqsat.reference import fp8_step_error
+from eqsat.library.reference import fp8_step_error
+from eqsat.tools.explain import explain
 from tests.conftest import rand, targets, trace
 
 own = torch.ops.eqsat

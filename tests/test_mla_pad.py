@@ -19,7 +19,7 @@ import pytest
 import torch
 
 import eqsat
-from eqsat.reference import fp8_step_error
+from eqsat.library.reference import fp8_step_error
 from tests.conftest import FP8, rand, targets, trace
 from tests.test_rules import FP8_TOL_STEPS, _norm
 
@@ -326,8 +326,8 @@ def test_fuse_rules_plan_as_one_bag():
                 *vllm.fused_mla_dual_rms_norm_per_token_quant(q_c, qw, kv_c, kvw, 1e-6, 1e-5),
                 *_pad_router(x, r, w, rw, rb), *vllm.rocm_aiter_triton_add_rmsnorm_pad(x, w, 1e-5, r, 256))
 
-    from eqsat.fx_in import import_graph
-    from eqsat.vocab.spellings import default_index
+    from eqsat.fx.importer import import_graph
+    from eqsat.kernels.vocabularies import default_index
     imported = import_graph(trace(every, *MLA, *_pad_inputs(2880)), eqsat.DEFAULT_CATALOG, default_index())
     plans = {name: _plan(name, imported) for name in TESTED_RULES}
     assert all(p == "single" for p in plans.values()), plans

@@ -10,9 +10,9 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import eqsat.ops as ops
-from eqsat import reference as ref
-from eqsat.vocab.vllm_standins import register_vllm_standins
+import eqsat.library.eqsat_ops as ops
+from eqsat.library import reference as ref
+from eqsat.library.vllm import register_vllm_standins
 
 register_vllm_standins()
 
@@ -31,7 +31,7 @@ def _inputs(shape: tuple[int, ...], seed: int = 0) -> tuple[torch.Tensor, torch.
 
 
 def _direct_group_quant(y: torch.Tensor, gs: int, fp8: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
-    """Slice-by-slice group quant, written independently of eqsat.reference."""
+    """Slice-by-slice group quant, written independently of eqsat.library.reference."""
     fmax = torch.finfo(fp8).max
     y = y.float()
     qs, ss = [], []

@@ -10,7 +10,7 @@ import torch
 
 import eqsat
 from benchmarks.graphs import adversarial as adv
-from eqsat import demo
+from eqsat.tools import demo
 from tests.conftest import rand, targets, trace
 from tests.test_gated import before as gated_before
 from tests.test_gated import inputs as gated_inputs
@@ -82,8 +82,9 @@ def test_rules_of_a_catalog_that_cannot_be_hashed_are_built_all_the_same():
     unhashable, and its rules are then built each time rather than failing."""
     import dataclasses
 
+    from eqsat.rewrites.schedule import default_rules
+
     from eqsat.kernels.catalog import DEFAULT_CATALOG
-    from rewrites.schedule import default_rules
 
     row = DEFAULT_CATALOG["K_rmsnorm_fp8_group_quant"]
     odd = DEFAULT_CATALOG.extend([dataclasses.replace(row, name="K_listy", constraints=list(row.constraints))])

@@ -1,4 +1,4 @@
-"""``eqsat.output_layouts``: a kernel's fake outputs made from the layouts it gave before are the ones
+"""``eqsat.fx.output_layouts``: a kernel's fake outputs made from the layouts it gave before are the ones
 torch makes; they are reused only for the same op, inputs' layouts, arguments and fake mode, and
 never for an op with fresh (unbacked) output sizes or side effects."""
 
@@ -11,8 +11,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
-from eqsat.fake_value import fake_value
-from eqsat.output_layouts import OutputLayouts
+from eqsat.fx.fake_value import fake_value
+from eqsat.fx.output_layouts import OutputLayouts
 from tests.test_fake_value import _same, _symbolic
 
 aten = torch.ops.aten
@@ -140,7 +140,7 @@ def test_the_layouts_of_a_fake_mode_go_with_it():
 
 def test_a_kernel_whose_layouts_cannot_be_checked_keeps_running(mode, monkeypatch):
     """Should remaking the outputs fail, the kernel's value still comes from torch, each time."""
-    from eqsat import output_layouts
+    from eqsat.fx import output_layouts
 
     def failing(*args: object, **kwargs: object) -> object:
         raise RuntimeError("cannot remake")

@@ -8,8 +8,8 @@ import sys
 import torch
 
 import eqsat
-from eqsat import demo
-from eqsat.kernels.spec import KernelSpec, Traffic, params
+from eqsat.core.spec import KernelSpec, Traffic, params
+from eqsat.tools import demo
 
 
 def test_demo_end_to_end_through_torch_compile_dynamic(capsys):

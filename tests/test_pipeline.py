@@ -9,7 +9,8 @@ import torch
 import torch.fx as fx
 
 import eqsat
-from eqsat import fx_out, saturate
+from eqsat.engine import saturate
+from eqsat.fx import emitter as fx_out
 from tests.conftest import rand, targets, trace
 
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
@@ -184,8 +185,8 @@ def test_an_opaque_value_no_term_reads_is_left_out_of_the_e_graph():
     """The router GEMM's weight and bias, the MoE's output and the symbolic token count are read by
     opaque ops or the output only: they are no terms, and the counts say so."""
     from benchmarks.graphs import models
-    from eqsat.fx_in import Arg, import_graph
-    from eqsat.vocab.base import VocabIndex
+    from eqsat.core.spelling import VocabIndex
+    from eqsat.fx.importer import Arg, import_graph
 
     models.register_ops()
     gm = models.gpt_oss_router_pad()
@@ -203,8 +204,8 @@ def test_an_opaque_value_no_term_reads_is_left_out_of_the_e_graph():
 def test_an_ops_purity_is_read_once_per_index(monkeypatch):
     """Whether an op is impure depends on the op alone: the index a pass's engine keeps across graphs
     asks torch once per op, and a graph imported again keeps the same nodes opaque."""
-    from eqsat.fx_in import import_graph
-    from eqsat.vocab.base import VocabIndex
+    from eqsat.core.spelling import VocabIndex
+    from eqsat.fx.importer import import_graph
 
     gm = trace(lambda x, w: rms_quant(mystery(x), w), rand(8, 256), rand(256))
     asked: list[object] = []

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import eqsat
-from eqsat.reference import fp8_step_error
+from eqsat.library.reference import fp8_step_error
 from tests.conftest import rand, structure, trace
 
 vllm, vir, aten, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.aten, torch.ops.eqsat
@@ -184,8 +184,9 @@ def test_every_rule_has_a_test():
     import importlib
     import pkgutil
 
+    from eqsat.rewrites.schedule import default_rules
+
     import tests
-    from rewrites.schedule import default_rules
 
     tested: set[str] = set()
     for mod in pkgutil.iter_modules(tests.__path__):

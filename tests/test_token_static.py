@@ -10,11 +10,11 @@ import pytest
 import torch
 
 import eqsat
-from eqsat import reference as ref
-from eqsat.fx_in import import_graph
+from eqsat.fx.importer import import_graph
 from eqsat.kernels import token_static
-from eqsat.reference import fp8_step_error
-from eqsat.vocab.spellings import default_index
+from eqsat.kernels.vocabularies import default_index
+from eqsat.library import reference as ref
+from eqsat.library.reference import fp8_step_error
 from tests.conftest import BF16, FP8, rand, targets, trace
 from tests.test_functionalized import Capture, compile_with
 from tests.test_lift import _plan

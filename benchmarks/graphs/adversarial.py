@@ -13,8 +13,8 @@ from __future__ import annotations
 import torch
 import torch.fx as fx
 
-from eqsat.capture import trace_tokens
-from eqsat.vocab.vllm_standins import register_vllm_standins
+from eqsat.fx.capture import trace_tokens
+from eqsat.library.vllm import register_vllm_standins
 
 BF16 = torch.bfloat16
 

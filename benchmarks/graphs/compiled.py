@@ -27,7 +27,7 @@ import torch.fx as fx
 from torch._inductor.compile_fx import compile_fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
-from eqsat.capture import copy_graph
+from eqsat.fx.capture import copy_graph
 
 Spec = tuple[tuple[int, ...], torch.dtype, bool]  # shape, dtype, whether a token dim leads the shape
 

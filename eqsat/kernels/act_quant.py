@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from eqsat.core.accepts import LastDimMultiple, two_d
+from eqsat.core.spec import KernelSpec, Operand, Traffic, dtype_accepted, params, power_of_two, rank
+from eqsat.core.spelling import Spelling
 from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
-from eqsat.kernels.spec import KernelSpec, Operand, Traffic, dtype_accepted, params, power_of_two, rank
-from eqsat.vocab.accepts import LastDimMultiple, two_d
-from eqsat.vocab.base import Spelling
-from eqsat.vocab.vllm_standins import FP8_OUT
+from eqsat.library.vllm import FP8_OUT
 
 
 def half(x: Operand) -> Operand:

@@ -2,7 +2,7 @@
 
 Ops the importer meets outside any family enter generically (``A0..A3``: a target string and a key
 into a side table), which rules cannot read. The ops vLLM's native decompositions are made of
-(``reference/vllm-facts.md`` §4.5) get typed constructors here instead, so ``rewrites.lift`` can
+(``reference/vllm-facts.md`` §4.5) get typed constructors here instead, so ``eqsat.rewrites.lift`` can
 state ``(Mul (Convert (Mul x32 (Rsqrt ...)) dt) w) = (RmsNorm x w eps)`` with ``eps`` a variable.
 
 Every row is a Level-B-style row (``outputs=None``): the op is its own semantics, it stays
@@ -30,9 +30,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eqsat.kernels.spec import KernelSpec, Operand, Traffic, params
-from eqsat.vocab.base import Spelling
-from extract.egraph import DTYPE_BYTES
+from eqsat.core.egraph import DTYPE_BYTES
+from eqsat.core.spec import KernelSpec, Operand, Traffic, params
+from eqsat.core.spelling import Spelling
 
 INDEX_BYTES = 8  # int64 indices of max.dim
 

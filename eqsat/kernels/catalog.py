@@ -1,7 +1,7 @@
 """The kernel catalog: a table, one row per op the e-graph knows by name, gathered from families.
 
 Each family module (``eqsat/kernels/<family>.py``) holds its rows (``ROWS``) and how each vocabulary
-spells them (``SPELLINGS``); this module only gathers them. ``rewrites.kernels`` turns each fused
+spells them (``SPELLINGS``); this module only gathers them. ``eqsat.rewrites.kernels`` turns each fused
 row into a fuse rule and an unlift rule, so adding a kernel is adding a row.
 
 ``Catalog`` is an immutable value passed explicitly; ``DEFAULT_CATALOG`` is the built-in table and
@@ -14,9 +14,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
 
-from eqsat.fingerprint import stable
+from eqsat.core.fingerprint import stable
+from eqsat.core.spec import KernelSpec
 from eqsat.kernels import act_quant, aten_ops, gated, inductor, mla, norm_quant, pad, token_static
-from eqsat.kernels.spec import KernelSpec
 
 FAMILIES = (norm_quant, act_quant, token_static, mla, pad, gated, inductor, aten_ops)
 BUILTIN: tuple[KernelSpec, ...] = tuple(row for family in FAMILIES for row in family.ROWS)

@@ -7,7 +7,7 @@ times ``z32 / (1 + exp(-z32))``, all fp32, rounded once to x.dtype (``reference.
 x and z have one shape and dtype, w is 1-D over D. It is row-wise: any leading dims are rows.
 Two spellings read it: ``vllm.fla_rms_norm_gated`` (the enabled custom op; its FLA kernel forms
 the gate as ``z * sigmoid(z)``, an fp32 ulp from the native form before the one rounding) and the
-native chain, lifted by ``lift-rms-norm-gated`` (exact; staged like ``rewrites.lift``'s big rules,
+native chain, lifted by ``lift-rms-norm-gated`` (exact; staged like ``eqsat.rewrites.lift``'s big rules,
 its query being cyclic). A Gemma-style ``(1 + w)`` weight, another gate or a mean over another
 dim is not this chain and stays as it is.
 
@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from eqsat.kernels.norm_quant import ACT_DTYPES, _op, _quant_out
-from eqsat.kernels.spec import (
+from eqsat.core.accepts import Contiguous, LastDimMultiple, two_d
+from eqsat.core.rule import Rule, rewrite
+from eqsat.core.spec import (
     DimsEqual,
     KernelSpec,
     Traffic,
@@ -47,12 +48,11 @@ from eqsat.kernels.spec import (
     same_last_dim,
     same_shape,
 )
+from eqsat.core.spelling import Const, Spelling
+from eqsat.kernels.norm_quant import ACT_DTYPES, _op, _quant_out
 from eqsat.kernels.token_static import _Pointwise
-from eqsat.vocab.accepts import Contiguous, LastDimMultiple, two_d
-from eqsat.vocab.base import Const, Spelling
-from eqsat.vocab.vllm_standins import FP8_OUT
-from rewrites.lift import staged
-from rewrites.rule import Rule, rewrite
+from eqsat.library.vllm import FP8_OUT
+from eqsat.rewrites.lift import staged
 
 MAX_ROW_BYTES = 64 * 1024  # T3: N * element size <= 64 KB
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})

@@ -15,9 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
-from eqsat import reference as ref
-from eqsat.kernels import act_quant, gated, norm_quant
-from eqsat.kernels.spec import (
+from eqsat.core.spec import (
     KernelSpec,
     Traffic,
     TrafficFn,
@@ -27,6 +25,8 @@ from eqsat.kernels.spec import (
     same_dtype,
     same_shape,
 )
+from eqsat.kernels import act_quant, gated, norm_quant
+from eqsat.library import reference as ref
 
 
 def _rms_group_quant(x: torch.Tensor, w: torch.Tensor, eps: float, g: int, dt: torch.dtype):

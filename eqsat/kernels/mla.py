@@ -35,9 +35,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _groups, _op
-from eqsat.kernels.pad import never
-from eqsat.kernels.spec import (
+from eqsat.core.accepts import DtypeIn, LastDimAtMost, LastDimMultiple, OneOf, SameDtype, two_d
+from eqsat.core.rule import Rule, rule
+from eqsat.core.spec import (
     KernelSpec,
     Traffic,
     contiguous,
@@ -47,10 +47,10 @@ from eqsat.kernels.spec import (
     rank,
     same_dtype,
 )
-from eqsat.vocab.accepts import DtypeIn, LastDimAtMost, LastDimMultiple, OneOf, SameDtype, two_d
-from eqsat.vocab.base import Spelling
-from eqsat.vocab.vllm_standins import FP8_OUT
-from rewrites.rule import Rule, rule
+from eqsat.core.spelling import Spelling
+from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _groups, _op
+from eqsat.kernels.pad import never
+from eqsat.library.vllm import FP8_OUT
 
 MAX_WIDTH = 8192  # fused_qk_norm.cu: max(N1, N2) <= 8192
 GROUP_RANGE = (16, 256)  # g % tds == 0, g <= 64 * tds, g / tds a power of two, for tds in {4, 8, 16}

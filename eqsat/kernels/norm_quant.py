@@ -15,7 +15,8 @@ from collections.abc import Mapping
 
 import torch
 
-from eqsat.kernels.spec import (
+from eqsat.core.accepts import Contiguous, DtypeIn, LastDimMultiple, OneOf, SameDtype, two_d
+from eqsat.core.spec import (
     DimsEqual,
     KernelSpec,
     Operand,
@@ -29,9 +30,8 @@ from eqsat.kernels.spec import (
     same_last_dim,
     same_shape,
 )
-from eqsat.vocab.accepts import Contiguous, DtypeIn, LastDimMultiple, OneOf, SameDtype, two_d
-from eqsat.vocab.base import Spelling
-from eqsat.vocab.vllm_standins import FP8_OUT
+from eqsat.core.spelling import Spelling
+from eqsat.library.vllm import FP8_OUT
 
 ACT_DTYPES = ("bfloat16", "float16")
 SCALE_BYTES = 4

@@ -32,9 +32,9 @@ from collections.abc import Mapping
 
 import torch
 
-from eqsat import reference as ref
-from eqsat.kernels.norm_quant import ACT_DTYPES, _op
-from eqsat.kernels.spec import (
+from eqsat.core.accepts import Contiguous, two_d
+from eqsat.core.rule import Rule, rule
+from eqsat.core.spec import (
     KernelSpec,
     Operand,
     Traffic,
@@ -44,9 +44,9 @@ from eqsat.kernels.spec import (
     same_dtype,
     same_shape,
 )
-from eqsat.vocab.accepts import Contiguous, two_d
-from eqsat.vocab.base import Spelling
-from rewrites.rule import Rule, rule
+from eqsat.core.spelling import Spelling
+from eqsat.kernels.norm_quant import ACT_DTYPES, _op
+from eqsat.library import reference as ref
 
 MAX_BLOCK = 1 << 20  # the padded row is one Triton block: next_pow2(N_out) <= TRITON_MAX_TENSOR_NUMEL
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})

@@ -38,10 +38,10 @@ from dataclasses import dataclass
 
 import torch
 
-from eqsat import reference as ref
-from eqsat.ir import dtype_name
-from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
-from eqsat.kernels.spec import (
+from eqsat.core.accepts import Contiguous, DtypeIn, LastDimAtMost, SameDtype, two_d
+from eqsat.core.ir import dtype_name
+from eqsat.core.rule import Rule, rewrite, rule
+from eqsat.core.spec import (
     KernelSpec,
     Traffic,
     contiguous,
@@ -52,10 +52,10 @@ from eqsat.kernels.spec import (
     same_last_dim,
     same_shape,
 )
-from eqsat.vocab.accepts import Contiguous, DtypeIn, LastDimAtMost, SameDtype, two_d
-from eqsat.vocab.base import Spelling
-from rewrites.lift import staged
-from rewrites.rule import Rule, rewrite, rule
+from eqsat.core.spelling import Spelling
+from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
+from eqsat.library import reference as ref
+from eqsat.rewrites.lift import staged
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,7 @@ def lift_quant_token(fp8: str, fmax: float) -> Rule:
     """Native per-token quant (``abs, amax(-1), unsqueeze, float, / fmax, clamp_min(1 / (fmax * 512))``
     for the scale, then ``_q``) of a 2-D x is ``QuantTokenVllm``: the scale's reshape is the
     unsqueeze because it keeps the row count and ends in 1. The query is cyclic (x twice), so it runs
-    staged (``rewrites.lift.staged``): egglog 13.2 may join a decomposed plan's bags unsoundly."""
+    staged (``eqsat.rewrites.lift.staged``): egglog 13.2 may join a decomposed plan's bags unsoundly."""
     scale = '(ClampMin (DivS (Convert (Reshape (AmaxLast (Abs x)) ss) "float32") fmax) lo)'
     query = (f"(= __s {scale})", f"(= __q {_q('__s')})", *_fp8(fp8, fmax), "(= lo (/ 1.0 (* fmax 512.0)))",
              *rank("x", 2), *rank("__s", 2), "(= (dim __s -1) 1)")

@@ -22,7 +22,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv; `make te
 
 import torch  # noqa: E402
 
-from eqsat.vocab import vllm_standins  # noqa: E402
+from eqsat.library import vllm as vllm_standins  # noqa: E402
 
 if "vllm_ir" in vllm_standins._LIBS:
     pytest.skip("eqsat's vllm_ir stand-ins were registered before vLLM was imported (tests/conftest.py "
@@ -47,8 +47,8 @@ from vllm.config import (  # noqa: E402
 from vllm.config.utils import Range  # noqa: E402
 from vllm.platforms import current_platform  # noqa: E402
 
-from eqsat import reference as ref  # noqa: E402
-from eqsat.capture import trace_tokens  # noqa: E402
+from eqsat.fx.capture import trace_tokens  # noqa: E402
+from eqsat.library import reference as ref  # noqa: E402
 from eqsat.pass_ import range_sizes  # noqa: E402
 from eqsat.vllm import VllmEqSatPass  # noqa: E402
 
@@ -134,7 +134,7 @@ def test_standins_keep_the_real_vllm_ir_ops():
     # other platforms), so here the stand-ins define them, with vLLM's schemas.
     assert not current_platform.is_rocm()
     for op in AITER_OPS:
-        assert "eqsat/ops.py" in torch._C._dispatch_dump(f"vllm::{op}")
+        assert "eqsat/library/eqsat_ops.py" in torch._C._dispatch_dump(f"vllm::{op}")
     x, _, w, _ = inputs(4)
     torch.testing.assert_close(torch.ops.vllm_ir.rms_norm(x, w, EPS), ref.rms_norm(x, w, EPS).to(x.dtype))
 
@@ -298,7 +298,7 @@ def test_a_dump_taken_inside_vllm_replays_offline_without_vllm(tmp_path):
     assert chosen == {"K_rmsnorm_fp8_group_quant": 1, "K_rmsnorm_add_fp8_group_quant": 1}
     (saved,) = tmp_path.glob("graph_*/before.json")
     replay = ("import json, sys, eqsat; from eqsat import graphfile; "
-              "from eqsat.vocab.vllm_standins import register_vllm_standins; register_vllm_standins(); "
+              "from eqsat.library.vllm import register_vllm_standins; register_vllm_standins(); "
               "gm = graphfile.load(sys.argv[1]); "
               "assert not hasattr(__import__('torch').ops.vllm_ir, 'gelu_and_mul_sparse'); "
               "r = eqsat.optimize(gm, profile='mi300x', sizes=256, strict=True); "

@@ -31,8 +31,8 @@ import torch  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.library import infer_schema  # noqa: E402
 
-from eqsat.vocab import vllm_standins  # noqa: E402
-from eqsat.vocab.vllm_standin_ops import StandIn, standin_table  # noqa: E402
+from eqsat.library import vllm as vllm_standins  # noqa: E402
+from eqsat.library.vllm_ops import StandIn, standin_table  # noqa: E402
 
 if "vllm_ir" in vllm_standins._LIBS:
     pytest.skip("eqsat's vllm_ir stand-ins were registered before vLLM was imported, so vLLM cannot "
@@ -138,9 +138,9 @@ def assert_standins_in_place() -> None:
     module's, shadows it)."""
     for name in VLLM_OPS:
         dump = torch._C._dispatch_dump(f"vllm::{name}")
-        assert "eqsat/ops.py" in dump and __file__ not in dump, dump
+        assert "eqsat/library/eqsat_ops.py" in dump and __file__ not in dump, dump
         kernel = torch._library.simple_registry.singleton.find(f"vllm::{name}").fake_impl.kernel
-        assert kernel is not None and "eqsat/ops.py" in kernel.source, (name, kernel)
+        assert kernel is not None and "eqsat/library/eqsat_ops.py" in kernel.source, (name, kernel)
 
 
 @pytest.fixture(scope="module")
@@ -436,7 +436,7 @@ def test_deepseek_stacks_get_every_fusion_a_vllm_style_pass_finds(registrations:
     written as vLLM 0.33.0 writes its own (``benchmarks.baseline``), and it gets them on the 3-D
     DeepSeek-V3.2 indexer, where that pass's replacement meets vLLM's 2-D fake and raises."""
     from benchmarks.baseline.pattern_matcher import PatternMatcherBaseline
-    from eqsat.capture import copy_graph
+    from eqsat.fx.capture import copy_graph
 
     calls: Counter[str] = Counter()
     baseline = PatternMatcherBaseline()

@@ -1,0 +1,151 @@
+"""One row of the kernel catalog, and the named side conditions rows are built from.
+
+A :class:`KernelSpec` says everything the optimizer knows of one op: its egglog constructor and
+parameters, its semantics as Level-B terms (one per output; ``None`` for a Level-B op, which *is*
+the semantics), the side conditions under which the fused form may replace the semantics, which
+activation dtypes it takes, whether the equality is ``exact`` or holds up to ``rounding``, where it
+runs, and a traffic formula for the cost model. A row no vocabulary spells (a "leave it to Inductor"
+choice) carries ``expand``: a function over the row's parameters, in order, whose traced ATen code
+the emitter inlines. Fusion and unlift rules are generated from rows
+(``eqsat.rewrites.kernels``); nothing else is written per kernel.
+
+Side conditions are egglog facts over the parameter names, produced by the small predicate
+factories below (egg's ``if is_not_zero("?x")`` in data form). Constants such as ``eps`` and the
+group size are parameters, never enumerated.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Literal
+
+Numerics = Literal["exact", "rounding"]
+PARAM_SORTS = {"T": "T", "f64": "f64", "i64": "i64", "dtype": "String", "str": "String", "bool": "bool"}
+
+
+@dataclass(frozen=True)
+class Operand:
+    """A tensor operand as the traffic formula sees it: a concrete shape and an element size."""
+
+    shape: tuple[int, ...]
+    itemsize: int
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def bytes(self) -> int:
+        return self.numel * self.itemsize
+
+    @property
+    def rows(self) -> int:
+        return self.numel // self.shape[-1] if self.shape and self.shape[-1] else 0
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """DRAM bytes read and written and kernel launches of one call."""
+
+    read: float
+    written: float
+    launches: int = 1
+
+    @property
+    def bytes(self) -> float:
+        return self.read + self.written
+
+
+TrafficFn = Callable[[Mapping[str, object]], Traffic]
+
+
+@dataclass(frozen=True)
+class DimsEqual:
+    """An op's precondition, which holds wherever the op runs: tensor parameters ``a`` and ``b`` agree in
+    every dim, or (``last``) in their last dim (a weight spans the rows). Import reads the equalities
+    of the ops a graph holds (``eqsat.fx.preconditions``): two symbols they tie are one dim."""
+
+    a: str
+    b: str
+    last: bool = False
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    name: str
+    params: tuple[tuple[str, str], ...]
+    traffic: TrafficFn
+    outputs: tuple[str, ...] | None = None
+    constraints: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ()
+    numerics: Numerics = "exact"
+    platforms: frozenset[str] = field(default_factory=lambda: frozenset({"any"}))
+    calibration_key: str = ""
+    doc: str = ""
+    expand: Callable[..., object] | None = None  # ATen code to inline where no vocabulary spells the row
+    implies: tuple[DimsEqual, ...] = ()  # what the op requires of its inputs' dims (a fused row: also its semantics')
+
+    @property
+    def is_fused(self) -> bool:
+        return self.outputs is not None
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(n for n, _ in self.params)
+
+    def egglog_sorts(self) -> tuple[str, ...]:
+        return tuple(PARAM_SORTS[s] for _, s in self.params)
+
+    def tensor_params(self) -> tuple[str, ...]:
+        return tuple(n for n, s in self.params if s == "T")
+
+
+def params(spec: str) -> tuple[tuple[str, str], ...]:
+    """``"x:T w:T eps:f64"`` -> ``(("x", "T"), ("w", "T"), ("eps", "f64"))``."""
+    out = []
+    for item in spec.split():
+        name, _, sort = item.partition(":")
+        if sort not in PARAM_SORTS:
+            raise ValueError(f"parameter {item!r}: sort must be one of {sorted(PARAM_SORTS)}")
+        out.append((name, sort))
+    return tuple(out)
+
+
+# -- named side conditions (each returns egglog query facts) -------------------------------------
+
+def rank(x: str, n: int) -> tuple[str, ...]:
+    return (f"(= (ndim {x}) {n})",)
+
+
+def contiguous(x: str) -> tuple[str, ...]:
+    return (f"(contiguous {x})",)
+
+
+def same_dtype(a: str, b: str) -> tuple[str, ...]:
+    return (f"(= (dtype {a}) (dtype {b}))",)
+
+
+def dtype_accepted(kernel: str, x: str) -> tuple[str, ...]:
+    return (f'(dtype-ok "{kernel}" (dtype {x}))',)
+
+
+def last_dim_divisible(x: str, g: str) -> tuple[str, ...]:
+    n = f"__n_{x}"
+    return (f"(= (dim {x} -1) {n})", f"(> {g} 0)", f"(= 0 (% {n} {g}))")
+
+
+def power_of_two(g: str) -> tuple[str, ...]:
+    return (f"(> {g} 0)", f"(= 0 (& {g} (- {g} 1)))")
+
+
+def same_last_dim(a: str, b: str) -> tuple[str, ...]:
+    n = f"__n_{a}_{b}"
+    return (f"(= (dim {a} -1) {n})", f"(= (dim {b} -1) {n})")
+
+
+def same_shape(a: str, b: str) -> tuple[str, ...]:
+    return (f"(= (shape {a}) (shape {b}))",)

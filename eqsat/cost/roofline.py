@@ -1,0 +1,221 @@
+"""The roofline cost model: ``time = launches * latency + bytes / bandwidth`` (µs), per kernel.
+
+Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<name>.json`` or a path) and
+:class:`RooflineCost`, the ``CostFn`` extractors call on each e-node.
+
+- Catalog ops are costed by their row's traffic formula; the profile's ``kernels`` table, fitted
+  from measurements (``eqsat.cost.calibrate``), gives each calibration key its own latency and
+  effective bandwidth, and the profile's defaults cover keys never measured.
+- Generic ATen ops are one kernel each that reads its inputs and writes its output.
+- Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties.
+- Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
+  a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
+  of its sample sizes, the node's cost being the mean (so a choice that wins on most of the range
+  wins the range).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from importlib import resources
+from pathlib import Path
+
+import sympy
+
+from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
+from eqsat.core.ir import ZERO_COST_OPS
+from eqsat.core.spec import Operand, Traffic
+from eqsat.kernels.catalog import Catalog
+
+VIEW_US = 1e-6
+MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
+
+
+@dataclass(frozen=True)
+class KernelTiming:
+    """A fitted line for one calibration key: ``launch_us`` per launch plus bytes at ``bandwidth_gbps``."""
+
+    launch_us: float
+    bandwidth_gbps: float
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    bandwidth_gbps: float
+    launch_us: float
+    opaque_us: float = 0.0
+    kernels: Mapping[str, KernelTiming] = field(default_factory=dict)
+    description: str = ""
+
+    def time_us(self, t: Traffic, key: str = "") -> float:
+        k = self.kernels.get(key)
+        launch, bw = (k.launch_us, k.bandwidth_gbps) if k else (self.launch_us, self.bandwidth_gbps)
+        return t.launches * launch + t.bytes / (bw * 1e3)
+
+    def to_json(self) -> str:
+        d = {"name": self.name, "description": self.description, "bandwidth_gbps": self.bandwidth_gbps,
+             "launch_us": self.launch_us, "opaque_us": self.opaque_us,
+             "kernels": {k: {"launch_us": v.launch_us, "bandwidth_gbps": v.bandwidth_gbps}
+                         for k, v in sorted(self.kernels.items())}}
+        return json.dumps(d, indent=2) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Profile:
+        d = json.loads(text)
+        kernels = {k: KernelTiming(**v) for k, v in d.pop("kernels", {}).items()}
+        d.pop("factors", None)
+        return cls(kernels=kernels, **d)
+
+
+def profile_names() -> list[str]:
+    return sorted(p.name.removesuffix(".json") for p in resources.files("eqsat.cost.profiles").iterdir()
+                  if p.name.endswith(".json"))
+
+
+def load_profile(name: str | Profile) -> Profile:
+    """A built-in profile by name (``mi300x``, ``mi355x``, ``h200``, ...), or a JSON file by path."""
+    if isinstance(name, Profile):
+        return name
+    if name.endswith(".json") and Path(name).is_file():
+        return Profile.from_json(Path(name).read_text())
+    return _builtin_profile(name)
+
+
+@cache
+def _builtin_profile(name: str) -> Profile:  # a pure function of files shipped in the package
+    try:
+        text = resources.files("eqsat.cost.profiles").joinpath(f"{name}.json").read_text()
+    except FileNotFoundError:
+        raise ValueError(f"unknown device profile {name!r}; known: {profile_names()} or a .json path") from None
+    return Profile.from_json(text)
+
+
+Sizes = int | Mapping[str, int] | Sequence[int]
+
+
+@cache
+def _sympify(expr: str) -> sympy.Expr:
+    return sympy.sympify(expr)
+
+
+def bind_dim(d: int | str, sizes: int | Mapping[str, int]) -> int:
+    if isinstance(d, int):
+        return d
+    if isinstance(sizes, int):
+        default, table = sizes, {}
+    else:
+        default, table = sizes.get("*", 256), sizes
+    if d in table:
+        return int(table[d])
+    return _bind_expr(d, default, tuple(sorted(table.items())))
+
+
+@cache
+def _bind_expr(d: str, default: int, table: tuple[tuple[str, int], ...]) -> int:
+    expr, sizes = _sympify(d), dict(table)
+    return int(expr.subs({s: sizes.get(str(s), default) for s in expr.free_symbols}))
+
+
+def operand(f: TensorFacts, sizes: int | Mapping[str, int]) -> Operand:
+    return Operand(tuple(bind_dim(d, sizes) for d in f.shape), f.itemsize)
+
+
+def size_points(sizes: Sizes) -> tuple[int | Mapping[str, int], ...]:
+    if isinstance(sizes, (int, Mapping)):
+        return (sizes,)
+    points = tuple(int(s) for s in sizes)
+    if not points:
+        raise ValueError("sizes: an empty list of sizes")
+    return points
+
+
+class CostMemo:
+    """Own costs kept across e-graphs for one catalog, profile and size binding, by what an e-node's
+    cost depends on: its op, its primitive arguments, and the facts of the classes it reads and
+    makes (not their ids). A pass's graphs repeat the same e-nodes (a model's layers), and so does one
+    graph of many layers. ``serves`` says whether it holds costs of that catalog, profile (the same
+    object: a profile read again from a file is new, and a profile is never changed in place) and sizes."""
+
+    def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes) -> None:
+        self.catalog, self.profile, self.points = catalog, profile, size_points(sizes)
+        self.table: dict[tuple, float] = {}
+
+    def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...]) -> bool:
+        return self.catalog is catalog and self.profile is profile and self.points == points
+
+
+class RooflineCost:
+    """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``; ``memo``: costs kept
+    across e-graphs (``CostMemo``), used when it serves the same catalog, profile and sizes."""
+
+    def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256,
+                 memo: CostMemo | None = None) -> None:
+        self.egraph, self.catalog, self.profile = egraph, catalog, profile
+        self.points = size_points(sizes)
+        self._memo: dict[ENode, float] = {}
+        self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
+        self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points) else None
+
+    def operand_at(self, eclass: int, sizes: int | Mapping[str, int] | None = None) -> Operand | None:
+        """The tensor of ``eclass`` at ``sizes`` (default: the first size point); None without facts."""
+        f = self.egraph.facts.get(eclass)
+        return None if f is None else operand(f, self.points[0] if sizes is None else sizes)
+
+    def traffic(self, node: ENode, sizes: int | Mapping[str, int]) -> tuple[Traffic, str] | None:
+        """Bytes and launches of one e-node at one size binding, and its calibration key."""
+        if node.op in ZERO_COST_OPS:
+            return None
+
+        point = next((k for k, p in enumerate(self.points) if p is sizes), None)
+
+        def opnd(eclass: int) -> Operand | None:
+            if point is None:  # a size binding other than the cost's own points: not memoised
+                return self.operand_at(eclass, sizes)
+            key = (eclass, point)
+            if key not in self._operands:
+                self._operands[key] = self.operand_at(eclass, sizes)
+            return self._operands[key]
+
+        if node.op in self.catalog:
+            spec = self.catalog[node.op]
+            bound = {name: (opnd(a.eclass) if sort == "T" else a)
+                     for (name, sort), a in zip(spec.params, node.args, strict=True)}
+            if any(v is None for v in bound.values()):
+                return Traffic(0, 0, 1), spec.calibration_key
+            return spec.traffic(bound), spec.calibration_key
+        if node.op.startswith("A"):
+            ins = [opnd(c) for c in node.children]
+            out = opnd(node.eclass)
+            read = sum(o.bytes for o in ins if o is not None)
+            return Traffic(read, out.bytes if out is not None else 0, 1), f"aten:{node.args[0]}"
+        return Traffic(0, 0, 1), node.op
+
+    def at(self, node: ENode, sizes: int | Mapping[str, int]) -> float:
+        t = self.traffic(node, sizes)
+        if t is None:
+            return VIEW_US if node.op == "Reshape" else 0.0
+        return self.profile.time_us(*t)
+
+    def __call__(self, node: ENode) -> float:
+        got = self._memo.get(node)
+        if got is None:
+            if self._shared is None:
+                got = self._own(node)
+            else:
+                facts = self.egraph.facts
+                key = (node.op, tuple([facts.get(a.eclass) if isinstance(a, Ref) else a for a in node.args]),
+                       facts.get(node.eclass))
+                got = self._shared.get(key)
+                if got is None:
+                    if len(self._shared) >= MEMO_CAP:
+                        self._shared.clear()
+                    got = self._shared[key] = self._own(node)
+            self._memo[node] = got
+        return got
+
+    def _own(self, node: ENode) -> float:
+        return sum(self.at(node, s) for s in self.points) / len(self.points)

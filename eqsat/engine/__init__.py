@@ -1,0 +1,1 @@
+"""The egglog engine: rows in, rules declared as graphs need them, saturation, the frozen e-graph out."""

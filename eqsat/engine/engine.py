@@ -1,0 +1,250 @@
+"""Load: imported terms and facts into the engine's e-graph, as rows egglog reads from files.
+
+Terms enter as data, never as egglog actions (a rule of one ``let`` per term costs egglog ~15 us a
+term to type-check and compile, and its binding objects as much again; a program string is parsed
+in time quadratic in its length, ``reference/egglog-notes.md``). ``eqsat.engine.rows`` says what the
+rows hold: each graph is one file of one shared relation (plus one per constructor too wide for it),
+read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds each node's term as
+``(Fx i)`` (``Fx`` names node ``i``'s e-class while loading and is never extracted, ``eqsat.core.ir``),
+sets its facts, and deletes the rows it read; a ``Leaf`` has no loader: its class is ``(Fx i)``
+itself, which its facts or its readers make (``eqsat.core.ir``). The schema (sort ``T``, the fact
+functions, the shared relation) is declared once per :class:`Engine`; a rule, a constructor and a
+constructor's loader once, the first time a graph needs it (``eqsat.engine.reach``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from egglog import bindings as eb
+
+from eqsat.core.ir import FIXED_CONSTRUCTORS, LEAF, RULESET, constructor, schema
+from eqsat.core.rule import Rule
+from eqsat.core.spelling import VocabIndex, Vocabulary
+from eqsat.cost.roofline import CostMemo, Profile, Sizes, size_points
+from eqsat.engine import rows as load_rows
+from eqsat.engine.reach import Reach
+from eqsat.engine.rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
+from eqsat.engine.saturate import SizeBound
+from eqsat.fx.importer import Imported
+from eqsat.fx.output_layouts import OutputLayouts
+from eqsat.kernels.catalog import Catalog
+
+CLEAR = "clear"
+_SPAN = eb.RustSpan("eqsat", 0, 0)
+
+
+def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
+    table = dict(FIXED_CONSTRUCTORS)
+    for spec in catalog:
+        if spec.name in table:
+            raise ValueError(f"catalog entry {spec.name!r} clashes with a built-in constructor")
+        table[spec.name] = spec.egglog_sorts()
+    return table
+
+
+def _scratch() -> Path:
+    """A fresh private folder for the rows, in memory where Linux offers it (/dev/shm: a small file
+    costs ~7 us to write there, ~60-90 us on a disk-backed /tmp)."""
+    shm = Path("/dev/shm")
+    memory = shm.is_dir() and os.access(shm, os.W_OK)
+    return Path(tempfile.mkdtemp(prefix="eqsat-load-", dir=shm if memory else None))
+
+
+def _remove(folder: Path, open_files: dict[str, tuple[int, str]]) -> None:
+    for fd, _ in open_files.values():
+        os.close(fd)
+    open_files.clear()
+    shutil.rmtree(folder, True)
+
+
+class RowFiles:
+    """One file per input relation in a private folder, each kept open while its owner lives: a graph's
+    rows overwrite the last graph's in place (``pwrite`` then ``ftruncate``: two system calls where
+    opening, truncating and closing the file took four, and the file's memory pages stay allocated)."""
+
+    def __init__(self) -> None:
+        self.folder = _scratch()
+        self._open: dict[str, tuple[int, str]] = {}  # relation -> its file's descriptor and path
+        weakref.finalize(self, _remove, self.folder, self._open)
+
+    def write(self, relation: str, lines: Sequence[str]) -> str:
+        """Make ``relation``'s file hold ``lines`` (and nothing else); its path."""
+        got = self._open.get(relation)
+        if got is None:
+            path = str(self.folder / f"{relation}.tsv")
+            got = self._open[relation] = (os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), path)
+        fd, path = got
+        data = ("\n".join(lines) + "\n").encode()
+        os.pwrite(fd, data, 0)
+        os.ftruncate(fd, len(data))
+        return path
+
+
+class Engine:
+    """An egglog e-graph with the schema and the catalog's dtype facts declared, and the rules
+    declared as graphs need them.
+
+    Declaring a rule costs about 0.7 ms (egglog compiles it) and every declared rule slows each
+    saturation iteration, so a rule is declared the first time a graph can fire it
+    (``eqsat.engine.reach``: its query's constructors are in the graph or made by rules that can fire)
+    and stays declared. Loading a graph costs about 10 us a term: so one engine serves many graphs,
+    each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
+    every row it added (ruleset ``clear``: one delete rule per table that can hold rows, 0.2-0.3 ms
+    where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
+    row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
+    and rule list. Kept across the graphs too: ``layouts``, the output layouts of the kernels emit wrote
+    (``eqsat.fx.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout; and,
+    through ``cost_memo``, the own costs of the e-nodes extraction has costed (``eqsat.cost.roofline.CostMemo``,
+    by op, arguments and facts).
+    """
+
+    def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
+        self.constructors = constructors(catalog)
+        self.catalog, self.rules = catalog, tuple(rules)
+        self.reach = Reach.of(self.rules, self.constructors)
+        self._rule_index = {r.name: k for k, r in enumerate(self.rules)}  # into reach.needs / reach.makes
+        self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
+        self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok
+        self.declared: set[str] = set()  # rule names, loaders ("load-C"), TENSOR once a wide loader is
+        self.known: set[str] = set()  # constructors declared: those a loaded graph or a declared rule names
+        self.tables: set[str] = set()  # tables the clear ruleset empties
+        self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
+        self._ready: Imported | None = None  # the graph declare_for last prepared
+        self._vocab: VocabIndex | None = None  # see vocab_index
+        self._costs: CostMemo | None = None  # see cost_memo
+        self.layouts = OutputLayouts()
+        self.admissible: dict[tuple, tuple] = {}  # eqsat.admissible's choices, by op and facts
+        self.egraph = eb.EGraph()
+        program = [schema(), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
+        program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
+        self._declare(program)
+        self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
+                                   for n, f in self.egraph.freeze().functions.items()
+                                   if n not in self.constructors and n not in ("dtype-ok", SHARED)}))
+        self.files = RowFiles()  # the input relations' rows
+        self.parsed: dict[str, list] = {}  # saturation's run commands by text, parsed once (eqsat.engine.saturate)
+        self._run_load = self.egraph.parse_program("(run load 1)")
+        self._run_clear = self.egraph.parse_program(f"(run {CLEAR} 1)")
+
+    def _declare(self, program: Sequence[str]) -> None:
+        # one small parse per declaration: a parsed node's span holds its whole source text, so one big
+        # program string costs time quadratic in its length (reference/egglog-notes.md)
+        self.egraph.run_program(*(c for text in program for c in self.egraph.parse_program(text)))
+
+    def _clear(self, tables: dict[str, tuple[int, bool]]) -> list[str]:
+        """Delete rules for those ``tables`` (name -> arity, is a relation) not covered yet."""
+        lines = []
+        for name, (arity, relation) in sorted(tables.items()):
+            if name not in self.tables:
+                call = f"({name} {' '.join(f'a{k}' for k in range(arity))})"
+                lines.append(f"(rule ({call if relation else f'(= __o {call})'}) ((delete {call})) "
+                             f':ruleset {CLEAR} :name "clear-{name}")')
+                self.tables.add(name)
+        return lines
+
+    def size_bound(self, imported: Imported) -> SizeBound:
+        """At most 3 rows a loaded term (its row, ``Fx``, its input row), 4 a value's facts (a
+        ``tensor`` row and the three it is stored in, ``eqsat.core.facts``) and ``dtype-ok``'s; each match
+        adds at most one row per application in the rule's actions."""
+        return SizeBound(3 * len(imported.terms) + 4 * len(imported.facts) + self.fixed_rows, self.growth)
+
+    def check_empty(self) -> None:
+        """Raise unless every table but ``dtype-ok`` is empty (as between graphs)."""
+        sizes = self.egraph.run_program(eb.PrintSize(_SPAN, None))[0].sizes
+        left = {name: n for name, n in sizes if n and name != "dtype-ok"}
+        if left:
+            raise RuntimeError(f"rows left in the engine after a graph: {left}")
+
+    def cost_memo(self, profile: Profile, sizes: Sizes) -> CostMemo:
+        """The own costs kept for this engine's catalog at ``profile`` and ``sizes`` (a new memo when
+        either differs from the last graph's): a pass's graphs share e-nodes."""
+        if self._costs is None or not self._costs.serves(self.catalog, profile, size_points(sizes)):
+            self._costs = CostMemo(self.catalog, profile, sizes)
+        return self._costs
+
+    def vocab_index(self, vocabularies: tuple[Vocabulary, ...]) -> VocabIndex:
+        """The index of ``vocabularies``, kept while the same tuple is asked for (a pass reuses its
+        engine and its options' vocabularies on every graph; building the index costs ~0.1 ms)."""
+        if self._vocab is None or self._vocab.vocabularies is not vocabularies:
+            self._vocab = VocabIndex(vocabularies)
+        return self._vocab
+
+    def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
+        return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
+
+    def reachable(self, present: frozenset[str]) -> tuple[Rule, ...]:
+        """The rules that can fire on a graph of ``present`` constructors (``eqsat.engine.reach``)."""
+        got = self._closures.get(present)
+        if got is None:
+            got = self._closures[present] = self.reach.closure(present)
+        return got
+
+    def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
+        """Declare those of ``rules`` (the engine's), and the loaders of those constructors ``ops``,
+        not declared yet, with delete rules for every table they can fill."""
+        new = [r for r in rules if r.name not in self.declared]
+        foreign = [r.name for r in new if r.name not in self._rule_index]
+        if foreign:
+            raise ValueError(f"rules this engine was not made with: {foreign}")
+        fresh = sorted({op for op in ops if op != LEAF and f"load-{op}" not in self.declared})  # see LEAF
+        if not (new or fresh):
+            return
+        unknown = [op for op in fresh if op not in self.constructors]
+        if unknown:
+            raise ValueError(f"terms of undeclared constructors: {unknown}")
+        index = [self._rule_index[r.name] for r in new]
+        made = set(fresh).union(*(self.reach.makes[k] for k in index))
+        filled = {c: (len(self.constructors[c]), False) for c in made}  # the loaders empty in-C themselves
+        named = made.union(*(self.reach.needs[k] for k in index))
+        wide = TENSOR not in self.declared and any(load_rows.slots(self.constructors[op]) is None for op in fresh)
+        self.declare_constructors(named)
+        self._declare([*(tensor_schema() if wide else ()),  # a wide constructor's facts come in rows of their own
+                       *(line for op in fresh for line in load_rows.loader(op, self.constructors[op])),
+                       *(r.egglog(RULESET) for r in new)])
+        self._declare(self._clear(filled))
+        self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh), *([TENSOR] if wide else [])])
+
+    def declare_constructors(self, names: Iterable[str]) -> None:
+        """Declare those constructors ``names`` not declared yet (``declare`` does, for what a graph
+        and its rules name: each costs egglog ~75 us, and declaring all ~60 up front cost every
+        engine ~4 ms; ``eqsat.tools.explain``'s diagnostic rules name every fused row's terms). Rows appear
+        in a constructor only through ``declare``'s loaders and rules, whose tables get delete rules."""
+        kinds = sorted(set(names) - self.known)
+        unknown = [c for c in kinds if c not in self.constructors]
+        if unknown:
+            raise ValueError(f"not constructors of this engine: {unknown}")
+        self._declare([constructor(c, self.constructors[c]) for c in kinds])
+        self.known.update(kinds)
+
+    def declare_for(self, imported: Imported) -> tuple[Rule, ...]:
+        """Declare what ``imported`` needs before it is loaded: the rules it can fire, its
+        constructors' loaders; return the rules."""
+        present = frozenset(op for op, _ in imported.terms.values())
+        rules = self.reachable(present)
+        self.declare(rules, present)
+        self._ready = imported
+        return rules
+
+    @contextmanager
+    def scope(self) -> Iterator[eb.EGraph]:
+        """The e-graph; every row added inside is deleted after."""
+        try:
+            yield self.egraph
+        finally:
+            self.egraph.run_program(*self._run_clear)
+
+    def load(self, imported: Imported) -> None:
+        """Add the imported terms and facts (inside ``scope()``, after ``declare_for(imported)``)."""
+        if imported is not self._ready:
+            raise RuntimeError("declare_for(imported) first: rules it can fire may be undeclared")
+        commands = []
+        for relation, lines in rows(imported, self.constructors).items():
+            commands.append(eb.Input(_SPAN, relation, self.files.write(relation, lines)))
+        self.egraph.run_program(*commands, *self._run_load)

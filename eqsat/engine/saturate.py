@@ -1,0 +1,163 @@
+"""Saturate: run the rule set under budgets, and say why it stopped.
+
+Iterations run in egglog calls of 4, 8, 16, ... (the ``simple`` scheduler: egglog stops a call at the
+first iteration that changes nothing), since each call costs ~30-50 us beyond its iterations and a
+small graph saturates in a handful (2 to 7 on the benchmark graphs: one call, two for 7): a call runs no
+more iterations than the cap leaves, than the last call's pace says fit in the time left, or than one
+once the e-graph may be past half the node cap; the first call runs one too when no bound on its size
+is known or when the bound at a pessimistic pace (``ROW_SECONDS``) says 4 iterations may not fit.
+
+Stop reasons (egg's ``StopReason``): ``saturated`` (an iteration changed nothing), ``iteration_limit``,
+``node_limit`` (the e-graph grew past the node cap, seen after the call that grew it) and
+``time_limit`` (saturation's share of the wall-clock budget ran out). Whatever the reason, the
+e-graph is consistent after each iteration, so extraction can use it.
+
+``Budgets.seconds`` bounds the whole pass, not only saturation: a :class:`Deadline` is checked at
+every stage boundary and inside the long loops of import and emit, and a stage that cannot be
+interrupted (loading terms into egglog) is refused up front when its estimate does not fit. Past
+the deadline the pass raises :class:`~eqsat.core.errors.BudgetExceeded` and the graph stays untouched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from egglog import bindings as eb
+
+from eqsat.core.errors import BudgetExceeded
+from eqsat.core.ir import RULESET
+
+SATURATION_SHARE = 0.4  # of the budget left when saturation starts
+FIRST_CALL = 4  # iterations of the first egglog call, when the e-graph is known to be small
+ROW_SECONDS = 1e-6  # a pessimistic pace before any is measured: one iteration over one row (~0.1 us measured)
+# scheduler -> (egglog schedule of {n} iterations, iterations a call runs: None for doubling calls,
+# which needs egglog to stop a call at the first iteration that changes nothing, as its ``run``
+# does); the back-off scheduler runs 4 a call (its bans last within one call)
+SCHEDULES: dict[str, tuple[str, int | None]] = {
+    "simple": ("(run {ruleset} {n})", None),
+    "backoff": ("(run-schedule (let-scheduler bo (back-off)) (repeat {n} (run-with bo {ruleset})))", 4),
+}
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Caps on one pass: saturation iterations, e-graph size, wall-clock seconds for the whole pass,
+    and egglog's scheduler (``"simple"``: every rule every iteration; ``"backoff"``: rules that
+    match too often are banned for a while, egg's BackoffScheduler)."""
+
+    iterations: int = 30
+    nodes: int = 200_000
+    seconds: float = 5.0
+    scheduler: str = "simple"
+
+
+@dataclass(frozen=True)
+class Deadline:
+    """A wall-clock deadline for one pass (``time.perf_counter`` seconds)."""
+
+    end: float
+    seconds: float
+
+    @classmethod
+    def after(cls, seconds: float) -> Deadline:
+        return cls(time.perf_counter() + seconds, seconds)
+
+    def remaining(self) -> float:
+        return self.end - time.perf_counter()
+
+    def check(self, stage: str) -> None:
+        if time.perf_counter() > self.end:
+            raise BudgetExceeded(stage, f"wall-clock budget of {self.seconds:g} s exceeded")
+
+    def require(self, stage: str, estimate: float) -> None:
+        """Refuse to start an uninterruptible stage whose estimated time does not fit."""
+        if estimate > self.remaining():
+            raise BudgetExceeded(stage, f"estimated {estimate:.2f} s does not fit the {self.seconds:g} s budget "
+                                        f"({max(self.remaining(), 0):.2f} s left)")
+
+
+@dataclass(frozen=True)
+class SizeBound:
+    """An upper bound on the e-graph's rows that spares asking egglog (``PrintSize`` costs ~0.1 ms):
+    at most ``rows`` at the start and ``growth[rule]`` more per match of each rule. While the bound
+    stays under the node cap the cap cannot be hit; past it (or for a rule not listed) egglog is asked."""
+
+    rows: int
+    growth: Mapping[str, int]
+
+
+@dataclass
+class SaturationReport:
+    stop_reason: str = ""
+    iterations: int = 0
+    matches: Counter[str] = field(default_factory=Counter)
+    nodes: int = 0  # rows when egglog was last asked; 0 if a SizeBound made asking needless
+    seconds: float = 0.0
+
+
+def egraph_size(egraph: eb.EGraph) -> int:
+    out = egraph.run_program(eb.PrintSize(eb.RustSpan("eqsat", 0, 0), None))
+    return sum(n for _, n in out[0].sizes)
+
+
+def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
+             bound: SizeBound | None = None, parsed: dict[str, list] | None = None) -> SaturationReport:
+    report = SaturationReport()
+    most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
+    growth = bound.growth if bound is not None else {}
+    start = time.perf_counter()
+    share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
+    if budgets.scheduler not in SCHEDULES:
+        raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
+    text, fixed = SCHEDULES[budgets.scheduler]
+    half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
+    programs = {} if parsed is None else parsed  # run commands by text: parsing one costs ~5-10 us
+    # iterations of the next call (as many as the back-off scheduler's while the e-graph is known to be far
+    # from the node cap and they fit the time share at a pessimistic pace); seconds an iteration took in
+    # the last call
+    small = most is not None and most <= half and FIRST_CALL * most * ROW_SECONDS <= share
+    n, pace = FIRST_CALL if small else 1, 0.0
+    while True:
+        if report.iterations >= budgets.iterations:
+            report.stop_reason = "iteration_limit"
+            break
+        elapsed = time.perf_counter() - start
+        if elapsed > share:
+            report.stop_reason = "time_limit"
+            break
+        if fixed is not None:
+            n = fixed
+        else:  # calls of 4, 8, 16, ... iterations while the last call's pace says they fit
+            n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
+        command = text.format(ruleset=RULESET, n=n)
+        if command not in programs:
+            programs[command] = egraph.parse_program(command)
+        called = time.perf_counter()
+        out = egraph.run_program(*programs[command])[0].report
+        iterations = out.iterations  # each read of a report's field converts it again
+        ran = len(iterations)
+        pace = (time.perf_counter() - called) / max(ran, 1)
+        report.iterations += ran
+        matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
+        report.matches.update(matched)
+        if not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed):
+            report.stop_reason = "saturated"
+            break
+        if most is not None and all(k in growth for k in matched):
+            most += sum(v * growth[k] for k, v in matched.items())
+        else:
+            most = None
+        if most is None or most > half:
+            most = report.nodes = egraph_size(egraph)
+            if report.nodes > budgets.nodes:
+                report.stop_reason = "node_limit"
+                break
+        # double while the e-graph is far from the node cap; one at a time near it
+        n = 2 * n if most <= half else 1
+    if not report.nodes and bound is None:
+        report.nodes = egraph_size(egraph)
+    report.seconds = time.perf_counter() - start
+    return report

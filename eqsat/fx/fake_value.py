@@ -1,0 +1,168 @@
+"""The fake value (``node.meta["val"]``) of a node emit writes, computed as cheaply as torch allows.
+
+With the token dim symbolic, every FakeTensor torch makes costs tens of symbolic-int operations
+(15-30 us each), and torch's fake mode adds its general dispatch (flattening the arguments, its
+cache key, device checks: ~0.2 ms a call) on top, so how a value is made matters more than anything
+else emit does:
+- a **view that is a strided window of its base** is made as ``as_strided`` through
+  :class:`_Strided`, which runs only the view's meta kernel inside and wraps the result as a
+  FakeTensor of the graph's mode (~0.06 against ~0.25 ms through the fake mode); the dispatcher
+  records it as a view of its base outside, as it does for the fake mode's own results. Two views
+  are such windows: a **row-major reshape of a contiguous tensor** (eqsat's one view form,
+  ``Reshape``) whose shape is known (an original FX value of its e-class has it) is the base's
+  contiguous view at the same storage offset (``reshape`` itself decomposes to ``view`` and works
+  its strides out symbolically, ~0.8 ms); a **slice** of step 1 along a dim of concrete size, whose
+  shape is known, is the base's strides at the start's offset. Should the meta kernel fail (it
+  checks the window's bounds, which an unbacked size leaves undecided), the view runs as below;
+- **other view ops** run with torch's fake-tensor cache off (``disable_fake_tensor_cache``): a cache
+  hit rebuilds a view with ``empty_strided`` + ``set_``, which costs twice what working the view
+  out does (~1.0 against ~0.45 ms);
+- a **custom op** (a kernel) runs under the graph's fake mode the first time it meets inputs of given
+  layouts; after that its outputs are made from the layouts it gave (``eqsat.fx.output_layouts``: ~0.3
+  ms an output, where torch's dispatch, cache hit included, costs ~1.2-1.5 ms for a two-output kernel);
+- **anything else** (an ATen op) runs under the graph's fake mode as it is; there the cache helps.
+Each is the value torch itself would give the node: same sizes, strides, storage offset, dtype,
+device, and for a view the same storage and base (``tests/test_fake_value.py`` checks them against
+the op run plainly). Without a fake mode (a graph traced without one) the op runs as it is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, disable_fake_tensor_cache
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from eqsat.fx.output_layouts import OutputLayouts, meta_kernel, sym_expr
+
+aten = torch.ops.aten
+
+
+def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...] | None:
+    """The strides a contiguous tensor of ``sizes`` has (a size-0 or size-1 dim counts as 1, as
+    torch counts it), or None when a dim inside the outermost is symbolic (then only torch works
+    them out)."""
+    strides, step = [], 1
+    for d in reversed(tuple(sizes)[1:]):
+        if not isinstance(d, int):
+            return None
+        strides.append(step)
+        step *= max(d, 1)
+    return (step, *reversed(strides)) if sizes else ()
+
+
+def is_contiguous(t: torch.Tensor, shape: torch.Size | None = None) -> bool:
+    """``t.is_contiguous()``, read off concrete strides where they are row-major: on a value torch has
+    just made (a kernel's output) with the token dim symbolic, torch works contiguity out in ~10
+    symbolic-int operations (~0.15 ms); strides equal to the row-major ones are contiguous by definition.
+    ``shape``: ``t.shape``, when the caller has it already."""
+    strides = t.stride()
+    if all(isinstance(s, int) for s in strides) and \
+            strides == row_major_strides(t.shape if shape is None else shape):
+        return True
+    return bool(t.is_contiguous())
+
+
+class _Strided(TorchDispatchMode):
+    """Dispatches ``as_strided`` on a fake tensor as the fake mode would, without its general
+    dispatch: the meta kernel runs on the meta tensor and the result is wrapped as a FakeTensor of
+    ``mode`` on the base's device. Any other op is handed to ``mode``."""
+
+    def __init__(self, mode: FakeTensorMode) -> None:
+        super().__init__()
+        self.mode = mode
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        """False: no Dynamo guard around each dispatch into this mode (``TorchDispatchMode`` wraps a
+        mode's ``__torch_dispatch__`` in one that switches Dynamo's frame evaluation off and on
+        again). This mode is entered only around one view inside emit, a compiler pass's code, never
+        under a frame Dynamo compiles."""
+        return False
+
+    def __torch_dispatch__(self, func: Callable[..., object], types: Sequence[type], args: Sequence[object] = (),
+                           kwargs: dict | None = None) -> object:
+        kwargs = kwargs or {}
+        base = args[0] if args else None
+        if isinstance(base, FakeTensor) and base.fake_mode is self.mode:
+            if func is torch.ops.prim.device.default:  # asked while the result is wrapped
+                return base.fake_device
+            if func is aten.as_strided.default:
+                with meta_kernel(self.mode):
+                    out = base.as_strided(*args[1:], **kwargs)  # the method: no boxed call
+                return FakeTensor(self.mode, out, base.fake_device)
+        with self.mode:
+            return func(*args, **kwargs)
+
+
+def strided_view(base: torch.Tensor, sizes: Sequence[object], strides: Sequence[object], offset: object,
+                 mode: FakeTensorMode) -> torch.Tensor | None:
+    """``base.as_strided(sizes, strides, offset)`` as the fake mode makes it, at a quarter of the cost;
+    None when the meta kernel cannot decide its bounds check (an unbacked size: the op itself then runs
+    through the fake mode, whose own rules for the view may not need that check)."""
+    try:
+        with _Strided(mode):
+            return base.as_strided(sizes, strides, offset)  # the method: torch skips the boxed call
+    except Exception:  # any failure of the shortcut leaves the value to torch
+        return None
+
+
+def contiguous_view(base: object, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
+    """``base`` (a fake value) reshaped row-major to ``known``'s shape, made as ``as_strided``; None
+    when ``base`` is not a contiguous tensor or a dim inside the outermost is symbolic (then the
+    reshape must run)."""
+    strides = row_major_strides(known.shape)
+    if not isinstance(base, FakeTensor) or strides is None or not is_contiguous(base):
+        return None
+    return strided_view(base, known.shape, strides, base.storage_offset(), mode)
+
+
+def slice_view(args: tuple, kwargs: dict, known: torch.Tensor, mode: FakeTensorMode) -> torch.Tensor | None:
+    """``aten.slice.Tensor(*args, **kwargs)`` made as ``as_strided`` when it is a window of its base:
+    step 1, a start of 0 or more, concrete strides, and ``known`` (the slice's value in the original
+    graph) that agrees with ``base`` outside the sliced dim and fits inside it; None otherwise."""
+    base = args[0]
+    params = dict(zip(("dim", "start", "end", "step"), args[1:], strict=False)) | kwargs
+    dim, start = params.get("dim", 0), params.get("start")
+    start = 0 if start is None else start  # not `or 0`: a symbolic start's truth value would add a guard
+    if not isinstance(base, FakeTensor) or params.get("step", 1) != 1 or not isinstance(start, int) or start < 0:
+        return None
+    strides = base.stride()
+    if not isinstance(dim, int) or not -base.dim() <= dim < base.dim() or known.dim() != base.dim() or \
+            not all(isinstance(s, int) for s in strides):
+        return None
+    dim %= base.dim()
+    sizes, base_sizes = known.shape, base.shape  # each read makes its symbolic sizes afresh: read once
+    size, whole = sizes[dim], base_sizes[dim]
+    if not (isinstance(size, int) and isinstance(whole, int) and start + size <= whole):
+        return None
+    if any(sym_expr(a) != sym_expr(b) for k, (a, b) in enumerate(zip(sizes, base_sizes, strict=True)) if k != dim):
+        return None
+    return strided_view(base, sizes, strides, base.storage_offset() + start * strides[dim], mode)
+
+
+def fake_value(target: object, args: tuple, kwargs: dict, mode: FakeTensorMode | None,
+               known: torch.Tensor | None = None, layouts: OutputLayouts | None = None) -> object:
+    """The value ``target(*args, **kwargs)`` has on fake inputs (``args`` hold fake values already);
+    ``known``: a value of the same e-class from the original graph, whose shape the result has;
+    ``layouts``: the output layouts kept for custom ops (a pass keeps one across graphs)."""
+    if mode is None:
+        return target(*args, **kwargs)  # type: ignore[operator]
+    if known is not None and target is aten.reshape.default and not kwargs:
+        view = contiguous_view(args[0], known, mode)
+        if view is not None:
+            return view
+    if known is not None and target is aten.slice.Tensor:
+        view = slice_view(args, kwargs, known, mode)
+        if view is not None:
+            return view
+    if isinstance(target, torch._ops.OpOverload):
+        if layouts is not None and target.namespace not in ("aten", "prims", "prim") and not target.is_view:
+            return layouts.value(target, args, kwargs, mode)
+        # a reshape left to run keeps the cache: uncached, its decomposition costs more than a hit
+        if target.is_view and target is not aten.reshape.default:
+            with mode, disable_fake_tensor_cache(mode):
+                return target(*args, **kwargs)
+    with mode:
+        return target(*args, **kwargs)  # type: ignore[operator]

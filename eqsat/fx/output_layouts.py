@@ -1,0 +1,160 @@
+"""The output layouts of the kernels emit has written, kept so that a kernel's fake value is made once
+per layout (``eqsat.fx.fake_value``).
+
+A custom op's fake value, dispatched through torch's fake mode with the token dim symbolic, costs
+~1.2-1.5 ms for a two-output kernel even when torch's own cache hits (hashing its key, then rebuilding
+each output). :class:`OutputLayouts` keeps, per fake mode (held weakly) and per the inputs' layouts
+(sizes, strides, offset, dtype, device; symbolic ones as their expressions) and other arguments, the
+layouts of the outputs torch made the first time; a later call with the same key (the next layer, the
+next graph of one compile) gets fresh outputs of those layouts, made as torch's cache makes them on a
+hit (``empty_strided`` on the meta device inside the fake mode's kernel context, wrapped as
+FakeTensors: ~0.3 ms an output). Sound because the op's outputs are a function of that key: an entry
+is kept only for an op that neither mutates nor aliases, whose every output is a plain fake tensor at
+offset 0 without symbols of its own (an unbacked size must be fresh each call), and whose outputs made
+again from their layouts match the ones torch made (a check that fails to run keeps nothing).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+
+import torch
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
+
+from eqsat.core.spelling import op_schema
+
+
+@contextmanager
+def meta_kernel(mode: FakeTensorMode) -> Iterator[None]:
+    """Where torch's fake mode runs a meta kernel: fake tensors dispatch as their meta tensors, and a
+    symbolic comparison inside adds no guard."""
+    with in_kernel_invocation_manager(mode), mode.shape_env.suppress_guards() if mode.shape_env else nullcontext():
+        yield
+
+
+def sym_expr(d: object) -> object:
+    """A size, stride or offset as a hashable value: a symbolic one as its expression."""
+    return d.node.expr if isinstance(d, torch.SymInt) else d
+
+
+_Layout = tuple[tuple[object, ...], tuple[object, ...], object, torch.dtype, torch.device, object]
+_Entry = tuple[type | None, tuple[_Layout, ...]]
+
+
+def _layout(t: object) -> _Layout | None:
+    """What a fresh output's value is made from (sizes, strides, offset, dtype, device, storage bytes),
+    or None for anything but a plain fake tensor (a view, a tensor needing grad, a non-strided one)."""
+    if not isinstance(t, FakeTensor) or t._is_view() or t.requires_grad or t.layout != torch.strided:
+        return None
+    return (tuple(t.shape), tuple(t.stride()), t.storage_offset(), t.dtype, t.fake_device,
+            sym_expr(t.untyped_storage().nbytes()))
+
+
+def _keyed(layout: _Layout | None) -> tuple | None:
+    """``layout`` with its symbolic values as expressions, to compare by value."""
+    return None if layout is None else tuple(tuple(map(sym_expr, x)) if isinstance(x, tuple) else sym_expr(x) for x in layout)
+
+
+class OutputLayouts:
+    """The output layouts of the custom ops emit has run (the module docstring says what is kept, and
+    when an op's value is made from them); ``value`` is the op's fake value either way."""
+
+    def __init__(self) -> None:
+        # mode -> key -> (tuple or list for a multi-output op, None for one tensor; the layouts), or
+        # None when the op's value cannot be made from layouts
+        self._seen: weakref.WeakKeyDictionary[FakeTensorMode, dict[tuple, _Entry | None]] = weakref.WeakKeyDictionary()
+        # mode -> key -> the outputs' (shape, strides, dtype) with symbols as expressions, or the
+        # exception the op's fake raised (see ``check``)
+        self._checked: weakref.WeakKeyDictionary[FakeTensorMode, dict[tuple, tuple | Exception]] = \
+            weakref.WeakKeyDictionary()
+        # (op, its inputs' facts, constants) -> the facts of the outputs its fake gave on such inputs
+        # (``fx_out``: the same check without reading a fake tensor, where facts fix the layouts)
+        self.facts_checked: dict[tuple, tuple] = {}
+
+    def check(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> tuple | None:
+        """Run ``op``'s registered fake on these inputs once per key (raising what it raises, every time it
+        is asked again) and return each output's (shape, strides, dtype), symbolic ones as expressions;
+        None when the arguments make no key (then nothing is remembered)."""
+        key = self._key(op, args, kwargs)
+        seen = self._checked.setdefault(mode, {})
+        got = seen.get(key) if key is not None else None
+        if got is None:
+            try:
+                out = self.value(op, args, kwargs, mode)
+                outs = out if isinstance(out, (tuple, list)) else (out,)
+                got = tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
+                            if isinstance(t, torch.Tensor) else None for t in outs)
+            except Exception as exc:  # the fake refused these inputs: so will every later call
+                got = exc
+            if key is not None:
+                seen[key] = got
+        if isinstance(got, Exception):
+            raise got
+        return got if key is not None else None
+
+    @staticmethod
+    def _key(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> tuple | None:
+        def arg(a: object) -> object:
+            if isinstance(a, torch.Tensor):
+                return (tuple(map(sym_expr, a.shape)), tuple(map(sym_expr, a.stride())), sym_expr(a.storage_offset()), a.dtype,
+                        a.device)
+            if isinstance(a, (list, tuple)):
+                return type(a), tuple(map(arg, a))
+            return type(a), a  # 1, 1.0 and True are equal keys: the type tells them apart
+
+        key = (op, tuple(map(arg, args)), tuple(sorted((k, arg(v)) for k, v in kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:
+            return None
+        return key
+
+    def value(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> object:
+        key = self._key(op, args, kwargs)
+        seen = self._seen.setdefault(mode, {})
+        entry = seen.get(key) if key is not None else None
+        if entry is not None:
+            return self._made(entry, mode)
+        with mode:
+            out = op(*args, **kwargs)
+        if key is not None and key not in seen:
+            try:
+                seen[key] = self._reusable(op, args, out, mode)
+            except Exception:  # the check failed to run: the op keeps running under the fake mode
+                seen[key] = None
+        return out
+
+    @staticmethod
+    def _made(entry: _Entry, mode: FakeTensorMode) -> object:
+        """Fresh fake outputs of ``entry``'s layouts, as torch's fake-tensor cache makes them on a hit."""
+        kind, layouts = entry
+        with meta_kernel(mode):
+            metas = [torch.empty_strided(s, st, dtype=dt, device="meta") for s, st, _, dt, _, _ in layouts]
+        made = [FakeTensor(mode, m, layout[4]) for m, layout in zip(metas, layouts, strict=True)]
+        return made[0] if kind is None else kind(made)
+
+    def _reusable(self, op: torch._ops.OpOverload, args: tuple, out: object, mode: FakeTensorMode) -> _Entry | None:
+        schema = op_schema(op)
+        if schema.returns_alias or any(a.written for a in schema.arguments):
+            return None
+        kind = type(out) if type(out) in (tuple, list) else None
+        got = [_layout(t) for t in (out if kind is not None else (out,))]  # type: ignore[union-attr]
+        if any(x is None or sym_expr(x[2]) != 0 for x in got):
+            return None
+        layouts: tuple[_Layout, ...] = tuple(got)  # type: ignore[arg-type]
+        inputs: set[object] = set()
+        for a in args:
+            if isinstance(a, torch.Tensor):
+                for d in (*a.shape, *a.stride()):
+                    if isinstance(d, torch.SymInt):
+                        inputs |= d.node.expr.free_symbols
+        own = {s for x in layouts for d in (*x[0], *x[1]) if isinstance(d, torch.SymInt) for s in d.node.expr.free_symbols}
+        if not own <= inputs:
+            return None
+        entry = (kind, layouts)
+        again = self._made(entry, mode)
+        if [_keyed(_layout(t)) for t in (again if kind is not None else (again,))] != list(map(_keyed, layouts)):
+            return None
+        return entry

@@ -1,0 +1,1 @@
+"""Tools on top of the pipeline: the command line, explain / discover, check-equiv, dumps, the demo."""

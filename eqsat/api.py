@@ -22,6 +22,7 @@ from dataclasses import replace
 
 import torch.fx as fx
 
+from eqsat import dump
 from eqsat.admissible import Admissible
 from eqsat.core.egraph import EGraph, Selection
 from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
@@ -37,7 +38,6 @@ from eqsat.fx import importer as fx_in
 from eqsat.fx.symbolic import SymbolicDims, symbols_read
 from eqsat.options import Options
 from eqsat.report import Report
-from eqsat.tools import dump
 
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 1e-4  # conservative: ~10 us measured on a 2-core CPU (eqsat.engine.engine)
@@ -166,7 +166,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):
-            ser = serialize.serialize(egraph, engine.constructors, imported.terms, imported.roots)
+            ser = serialize.serialize(egraph, engine.extractable, imported.terms, imported.roots)
         if dumper is not None:
             dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
     if options.strict:  # tests: a table the clear ruleset missed would leak rows into the next graph

@@ -31,7 +31,7 @@ class Options:
     - ``emit``: ``"if_faster"`` (default) rewrites only when the extraction is predicted faster;
       ``"always"`` writes the extraction back even when it is not (tests use it for round trips).
     - ``dump_dir``: write the graph before/after, the report and e-graph pictures per graph there
-      (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.tools.dump``).
+      (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.dump``).
     - ``symbolic``: where only a symbolic dim's example size can decide a kernel's contract (a last dim
       a multiple of G under ``torch.compile(dynamic=True)``): ``"guard"`` (default) decides on it and
       adds the condition as a guard when the rewrite is written, as Inductor's own specializations do;
@@ -49,7 +49,7 @@ class Options:
     budgets: Budgets = field(default_factory=Budgets)
     strict: bool = False
     emit: str = "if_faster"
-    dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.tools.dump)
+    dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
     symbolic: SymbolicPolicy = "guard"
     pause_gc: bool = True  # changes how long, never what: not in the fingerprint
     rules: tuple[Rule, ...] | None = None  # default: every family's rules for the catalog

@@ -27,20 +27,13 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.aten_ops``.
 
 Constants (``eps``, ``G``) are pattern variables; structure (which dims, dtypes, constants) is
 checked exactly with facts. All rules are equalities in one ruleset: their order never matters.
-The four big rules run in two stages (``staged``, below) because egglog 13.2 answers some
-multi-bag query plans wrongly.
+The big rules are cyclic queries; the engine runs them staged (``eqsat.engine.staging``).
 """
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable
-
-from eqsat.core.ir import FIXED_CONSTRUCTORS
 from eqsat.core.rule import Rule, rewrite, rule
-from eqsat.core.sexp import is_var, parse, show
-from eqsat.core.spec import KernelSpec, rank, same_dtype, same_last_dim, same_shape
-from eqsat.kernels import aten_ops
+from eqsat.core.spec import rank, same_dtype, same_last_dim, same_shape
 
 NATIVE_FP8_MAX: dict[str, float] = {"float8_e4m3fnuz": 224.0}
 """fp8 dtype -> the max vLLM's native QuantFP8 clamps to (``get_fp8_min_max``: 224 on ROCm fnuz).
@@ -83,91 +76,6 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
     return rule(f"{name}-folded", query, actions, "rounding", "lift")
 
 
-# -- staging: egglog 13.2 answers some decomposed (multi-bag) query plans wrongly ------------------
-#
-# egglog-python 13.2.0 pins egglog 2e5657b, whose planner splits large cyclic queries into bags
-# (tree decomposition) and can then join two bags without checking a shared variable: the native
-# rms chain over ``float(bf16(s32))`` matched as if it read ``s32`` (fixed upstream after it, in
-# egglog#880). A query with one atom over all its term variables plans as a single bag (checked by
-# ``tests/test_lift.py``), which is sound. So each big rule runs in two stages: ``<name>.match``
-# finds the query's term atoms only (its constructors; the fact atoms, ``dtype`` ``shape`` ``ndim``
-# ``dim``, are left to the second stage, so a fact some rule sets does not re-run the big join: an
-# iteration re-runs a rule once per atom whose table got rows) and records ``(Witness "<name>" t0 ..
-# t31)`` over all their term variables (padded with the last; a spurious witness is harmless: a term
-# of its own that nothing reads); ``<name>`` re-checks the witness, every atom and every side
-# condition in one bag, and only then unions. ``Witness`` is a row of ``eqsat.kernels.aten_ops``;
-# nothing extracts it.
-
-_FACT_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
-    "dtype": (("T",), "String"), "shape": (("T",), "String"), "ndim": (("T",), "i64"), "dim": (("T", "i64"), "i64"),
-}  # checked by a staged rule's second stage only
-_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
-    **{name: (sorts, "T") for name, sorts in FIXED_CONSTRUCTORS.items()},
-    **{row.name: (row.egglog_sorts(), "T") for row in aten_ops.ROWS},
-    **_FACT_TABLES,
-}
-class _Flat:
-    """A query as table atoms ``(= v (f a ..))`` over variables and literals, plus primitive checks."""
-
-    def __init__(self, query: tuple[str, ...], known: dict[str, tuple[tuple[str, ...], str]]) -> None:
-        self.known = known
-        self.tables: list[str] = []
-        self.structure: list[str] = []  # the table atoms over constructors (not facts)
-        self.checks: list[str] = []
-        self.sorts: dict[str, str] = {}
-        self.seen: dict[str, str] = {}  # table atom -> the variable it binds
-        self.fresh = (f"__v{i}" for i in itertools.count())
-        for atom in query:
-            self._top(parse(atom))
-
-    def _top(self, e: object) -> None:
-        if isinstance(e, list) and e[0] == "=" and any(map(self._table, e[1:])) and \
-                all(self._table(a) or is_var(a) for a in e[1:]):
-            left, right = sorted(e[1:], key=self._table)  # a variable (if any) names the output
-            self._term(right, out=self._term(left) if self._table(left) else left)
-        else:
-            self.checks.append(show(self._sub(e)))
-
-    def _table(self, e: object) -> bool:
-        return isinstance(e, list) and e[0] in self.known
-
-    def _sub(self, e: object) -> object:
-        if self._table(e):
-            return self._term(e)
-        return [e[0], *map(self._sub, e[1:])] if isinstance(e, list) else e
-
-    def _term(self, e: list, out: str | None = None) -> str:
-        arg_sorts, out_sort = self.known[e[0]]
-        args = [self._term(a) if self._table(a) else a for a in e[1:]]
-        for a, sort in zip(args, arg_sorts, strict=True):
-            if is_var(a):
-                self.sorts.setdefault(a, sort)
-        atom = f"({e[0]} {' '.join(args)})"
-        if out is None and atom in self.seen:
-            return self.seen[atom]
-        v = out or next(self.fresh)
-        self.seen.setdefault(atom, v)
-        self.sorts.setdefault(v, out_sort)
-        self.tables.append(f"(= {v} {atom})")
-        if e[0] not in _FACT_TABLES:
-            self.structure.append(self.tables[-1])
-        return v
-
-
-def staged(r: Rule, rows: Iterable[KernelSpec] = ()) -> tuple[Rule, Rule]:
-    """``r`` as a witness-recording rule and a single-bag checking rule; ``rows``: catalog rows
-    beyond ``aten_ops`` whose constructors ``r``'s query mentions."""
-    flat = _Flat(r.query, {**_TABLES, **{row.name: (row.egglog_sorts(), "T") for row in rows}})
-    terms = [v for v, sort in flat.sorts.items() if sort == "T"]
-    if not 0 < len(terms) <= aten_ops.WITNESS_TERMS:
-        raise ValueError(f"rule {r.name}: {len(terms)} term variables; a witness holds 1..{aten_ops.WITNESS_TERMS}")
-    witness = f'(Witness "{r.name}" {" ".join(terms + terms[-1:] * (aten_ops.WITNESS_TERMS - len(terms)))})'
-    match = Rule(f"{r.name}.match", tuple(flat.structure), (witness,), r.numerics, r.family)
-    check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics,
-                 r.family)
-    return match, check
-
-
 _BIG = (
     rewrite("lift-rms-norm", rms_tail(_X32), "(RmsNorm x w eps)", *_WEIGHT, family="lift"),
     rewrite("lift-add-rms-norm", rms_tail(_S32), f"(Get {_ADD_RMS} 0)", *_WEIGHT, *_RESIDUAL, family="lift"),
@@ -176,10 +84,8 @@ _BIG = (
          (f"(union __res (Get {_ADD_RMS} 1))",), family="lift"),
     *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX.items() for folded in (False, True)),
 )
-_STAGED = tuple(staged(r) for r in _BIG)
-
 RULES: tuple[Rule, ...] = (
-    *(r for pair in _STAGED for r in pair),
+    *_BIG,
     rewrite("mul-comm", "(Mul a b)", "(Mul b a)", family="lift"),
     rewrite("clamp-split", "(Clamp x lo hi)", "(ClampMax (ClampMin x lo) hi)", family="lift"),
 )

@@ -9,7 +9,7 @@ import torch
 
 import eqsat
 from eqsat import graphfile
-from eqsat.tools import fx_picture
+from eqsat.fx import picture as fx_picture
 from tests.conftest import rand, targets, trace
 
 vllm, vir = torch.ops.vllm, torch.ops.vllm_ir

@@ -218,7 +218,8 @@ def _plan(rule_name: str, imported) -> str:
     egraph = engine.egraph
     engine.declare_for(imported)
     engine.declare_constructors(engine.constructors)  # the rule below may name any of them
-    egraph.run_program(*egraph.parse_program("(ruleset one)\n" + next(r for r in rules if r.name == rule_name).egglog("one")))
+    rule = next(r for r in engine.rules if r.name == rule_name)  # as the engine runs it (staged or not)
+    egraph.run_program(*egraph.parse_program("(ruleset one)\n" + rule.egglog("one")))
     engine.load(imported)
     egraph.run_program(*egraph.parse_program(f"(run {RULESET} 4)"))
     egraph.set_report_level(eb.WithPlan())
@@ -246,14 +247,16 @@ def test_rules_that_union_plan_as_one_bag():
 def test_a_staged_match_reads_structure_only():
     """The first stage of a staged rule joins constructors only: a fact some rule sets (the layout
     rule's rows facts, say) must not re-run the big join; the second stage checks every fact."""
-    from eqsat.rewrites.lift import _FACT_TABLES
     from eqsat.rewrites.schedule import default_rules
-    rules = {r.name: r for r in default_rules(eqsat.DEFAULT_CATALOG, "rounding")}
+
+    from eqsat.engine.engine import Engine
+    from eqsat.engine.staging import FACT_TABLES
+    rules = {r.name: r for r in Engine(eqsat.DEFAULT_CATALOG, default_rules(eqsat.DEFAULT_CATALOG, "rounding")).rules}
     staged = [(m, rules[m.name.removesuffix(".match")]) for m in rules.values() if m.name.endswith(".match")]
     assert len(staged) >= 6
     for match, second in staged:
-        fact_atoms = [a for a in second.query if any(f"({f} " in a for f in _FACT_TABLES)]
-        assert fact_atoms and not [a for a in match.query if any(f"({f} " in a for f in _FACT_TABLES)], match.name
+        fact_atoms = [a for a in second.query if any(f"({f} " in a for f in FACT_TABLES)]
+        assert fact_atoms and not [a for a in match.query if any(f"({f} " in a for f in FACT_TABLES)], match.name
         assert set(match.query) <= set(second.query)
 
 

@@ -32,6 +32,7 @@ from eqsat.engine import rows as load_rows
 from eqsat.engine.reach import Reach
 from eqsat.engine.rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.engine.saturate import SizeBound
+from eqsat.engine.staging import WITNESS, WITNESS_SORTS, stage, stage_all
 from eqsat.fx.importer import Imported
 from eqsat.fx.output_layouts import OutputLayouts
 from eqsat.kernels.catalog import Catalog
@@ -41,7 +42,9 @@ _SPAN = eb.RustSpan("eqsat", 0, 0)
 
 
 def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
-    table = dict(FIXED_CONSTRUCTORS)
+    """Every constructor an engine for ``catalog`` knows, with its argument sorts: the fixed ones, the
+    catalog's rows and staging's ``Witness`` (``eqsat.engine.staging``)."""
+    table = {**FIXED_CONSTRUCTORS, WITNESS: WITNESS_SORTS}
     for spec in catalog:
         if spec.name in table:
             raise ValueError(f"catalog entry {spec.name!r} clashes with a built-in constructor")
@@ -107,7 +110,10 @@ class Engine:
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
         self.constructors = constructors(catalog)
-        self.catalog, self.rules = catalog, tuple(rules)
+        self.catalog, self.given = catalog, tuple(rules)
+        self.rules = stage_all(self.given, self.constructors)  # what egglog runs (eqsat.engine.staging)
+        self._stages = {r.name: stage(r, self.constructors) for r in self.given}
+        self.extractable = {c: s for c, s in self.constructors.items() if c != WITNESS}
         self.reach = Reach.of(self.rules, self.constructors)
         self._rule_index = {r.name: k for k, r in enumerate(self.rules)}  # into reach.needs / reach.makes
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
@@ -177,7 +183,7 @@ class Engine:
         return self._vocab
 
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
-        return (self.catalog is catalog or self.catalog == catalog) and self.rules == tuple(rules)
+        return (self.catalog is catalog or self.catalog == catalog) and self.given == tuple(rules)
 
     def reachable(self, present: frozenset[str]) -> tuple[Rule, ...]:
         """The rules that can fire on a graph of ``present`` constructors (``eqsat.engine.reach``)."""
@@ -189,6 +195,7 @@ class Engine:
     def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
         """Declare those of ``rules`` (the engine's), and the loaders of those constructors ``ops``,
         not declared yet, with delete rules for every table they can fill."""
+        rules = [s for r in rules for s in (self._stages.get(r.name, (r,)) if r in self.given else (r,))]
         new = [r for r in rules if r.name not in self.declared]
         foreign = [r.name for r in new if r.name not in self._rule_index]
         if foreign:

@@ -22,8 +22,7 @@ pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reducti
 dim is not one of them. Likewise ``SplitLast2`` is a two-way ``split_with_sizes`` over the last dim
 (other splits stay generic) and ``PadLast`` a ``constant_pad_nd`` by ``[0, p]`` with zeros. The
 views (``Slice``, ``SplitLast2``) move no data and cost nothing. Invariant: every row here means
-exactly what its ATen op computes, except ``Witness(tag, t0..t31)``, which is no op: it records a
-match of a staged rule (``rewrites/lift.py``), padded with its last term, and nothing extracts it.
+exactly what its ATen op computes.
 """
 
 from __future__ import annotations
@@ -79,15 +78,6 @@ def _row(name: str, sig: str, traffic, target: str, doc: str) -> KernelSpec:
     return KernelSpec(name, params(sig), traffic, calibration_key=f"aten:{target}", doc=doc)
 
 
-WITNESS_TERMS = 32
-def _no_traffic(a: Mapping[str, object]) -> Traffic:
-    return Traffic(0, 0, 0)
-
-
-WITNESS = KernelSpec("Witness", (("tag", "str"), *((f"t{i}", "T") for i in range(WITNESS_TERMS))),
-                     _no_traffic, doc="a match witness of a staged rule (rewrites/lift.py); "
-                     "never extracted: no root reaches its e-class")
-
 ROWS: tuple[KernelSpec, ...] = (
     _row("Convert", "x:T dt:dtype", _convert, "prims.convert_element_type.default", "x cast to dtype dt"),
     _row("PowS", "x:T p:f64", _elementwise, "aten.pow.Tensor_Scalar", "x ** p, p a scalar"),
@@ -108,7 +98,6 @@ ROWS: tuple[KernelSpec, ...] = (
          "(x[..., :a], x[..., a:a+b]) with a + b the last dim (views)"),
     _row("PadLast", "x:T p:i64", _pad_last, "aten.constant_pad_nd.default",
          "x with p zeros appended to its last dim (p < 0 crops)"),
-    WITNESS,
 )
 
 _LAST_KEEPDIM = (("dim", (-1,)), ("keepdim", True))

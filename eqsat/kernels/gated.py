@@ -7,7 +7,7 @@ times ``z32 / (1 + exp(-z32))``, all fp32, rounded once to x.dtype (``reference.
 x and z have one shape and dtype, w is 1-D over D. It is row-wise: any leading dims are rows.
 Two spellings read it: ``vllm.fla_rms_norm_gated`` (the enabled custom op; its FLA kernel forms
 the gate as ``z * sigmoid(z)``, an fp32 ulp from the native form before the one rounding) and the
-native chain, lifted by ``lift-rms-norm-gated`` (exact; staged like ``eqsat.rewrites.lift``'s big rules,
+native chain, lifted by ``lift-rms-norm-gated`` (exact; the engine stages it,
 its query being cyclic). A Gemma-style ``(1 + w)`` weight, another gate or a mean over another
 dim is not this chain and stays as it is.
 
@@ -52,7 +52,6 @@ from eqsat.core.spelling import Const, Spelling
 from eqsat.kernels.norm_quant import ACT_DTYPES, _op, _quant_out
 from eqsat.kernels.token_static import _Pointwise
 from eqsat.library.vllm import FP8_OUT
-from eqsat.rewrites.lift import staged
 
 MAX_ROW_BYTES = 64 * 1024  # T3: N * element size <= 64 KB
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
@@ -118,7 +117,7 @@ NATIVE = (f"(Convert (Mul (Mul (Mul {_X32} (Rsqrt (AddS (MeanLast (PowS {_X32} 2
 """vLLM's native ``RMSNormGated.forward_static`` (§4.5): fp32 norm, times float(w), times silu(z32)
 as Inductor spells it (``neg, exp, add 1, div``), cast back to the input dtype ``dt``."""
 
-RULES: tuple[Rule, ...] = staged(
+RULES: tuple[Rule, ...] = (
     rewrite("lift-rms-norm-gated", NATIVE, "(RmsNormGated x z w eps)", "(= dt (dtype x))", *same_dtype("x", "z"),
             *same_shape("x", "z"), *rank("w", 1), *same_last_dim("x", "w"), family="lift"),
-    (NEG, EXP))
+)

@@ -55,7 +55,6 @@ from eqsat.core.spec import (
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
 from eqsat.library import reference as ref
-from eqsat.rewrites.lift import staged
 
 
 @dataclass(frozen=True)
@@ -224,8 +223,7 @@ def _fp8(fp8: str, fmax: float) -> tuple[str, ...]:
 def lift_quant_token(fp8: str, fmax: float) -> Rule:
     """Native per-token quant (``abs, amax(-1), unsqueeze, float, / fmax, clamp_min(1 / (fmax * 512))``
     for the scale, then ``_q``) of a 2-D x is ``QuantTokenVllm``: the scale's reshape is the
-    unsqueeze because it keeps the row count and ends in 1. The query is cyclic (x twice), so it runs
-    staged (``eqsat.rewrites.lift.staged``): egglog 13.2 may join a decomposed plan's bags unsoundly."""
+    unsqueeze because it keeps the row count and ends in 1 (a cyclic query: x twice; the engine stages it)."""
     scale = '(ClampMin (DivS (Convert (Reshape (AmaxLast (Abs x)) ss) "float32") fmax) lo)'
     query = (f"(= __s {scale})", f"(= __q {_q('__s')})", *_fp8(fp8, fmax), "(= lo (/ 1.0 (* fmax 512.0)))",
              *rank("x", 2), *rank("__s", 2), "(= (dim __s -1) 1)")
@@ -249,6 +247,6 @@ RULES: tuple[Rule, ...] = (
     rewrite("quant-token-vllm", "(QuantTokenVllm x dt)", "(QuantToken x dt)", numerics="rounding", family="lift"),
     rewrite("quant-static-vllm", "(QuantStaticVllm x s dt)", "(QuantStatic x s dt)", numerics="rounding",
             family="lift"),
-    *(r for fp8, fmax in _FP8.items() for r in staged(lift_quant_token(fp8, fmax), (RECIPROCAL, AMAX_LAST))),
+    *(lift_quant_token(fp8, fmax) for fp8, fmax in _FP8.items()),
     *(lift_quant_static(fp8, fmax) for fp8, fmax in _FP8.items()),
 )

@@ -114,7 +114,7 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
     with engine.scope() as egraph:
         engine.load(merged)
         saturate.saturate(egraph, options.budgets)
-        ser = serialize.serialize(egraph, engine.constructors, merged.terms, [*ia, *ib])
+        ser = serialize.serialize(egraph, engine.extractable, merged.terms, [*ia, *ib])
     cls = ser.class_of_node
     verdicts = []
     unproven = [k for k in range(len(ia)) if cls[ia[k]] != cls[ib[k]]]

@@ -135,7 +135,7 @@ class _Analysis:
             engine.load(self.im)
             saturate.saturate(egraph, options.budgets)
             egraph.run_program(*egraph.parse_program("(run explain 1)"))
-            ser = serialize.serialize(egraph, engine.constructors, self.im.terms, self.im.roots)
+            ser = serialize.serialize(egraph, engine.extractable, self.im.terms, self.im.roots)
             self.progress = serialize.rows_of(egraph, PROGRESS, ser.ids)
         self.eg: EGraph = ser.egraph
         self.class_of_node = ser.class_of_node

@@ -5,7 +5,7 @@ folder ``<dir>/graph_<pid>_<n>/`` with:
 - ``before.json``: the graph before the pass as a saved graph (:mod:`eqsat.graphfile`), so that
   ``eqsat explain before.json`` replays offline what the pass saw (e.g. inside vLLM);
 - ``before.dot`` / ``after.dot`` and ``before.png`` / ``after.png``: the FX graph before and after
-  (:mod:`eqsat.tools.fx_picture`; in ``after``, the nodes the pass created are filled, fused kernels
+  (:mod:`eqsat.fx.picture`; in ``after``, the nodes the pass created are filled, fused kernels
   bold); the PNGs are drawn with matplotlib, graphs above ``fx_picture.PNG_MAX_NODES`` nodes are
   not drawn (a log line says so);
 - ``report.txt`` / ``report.json``: the report;
@@ -32,9 +32,9 @@ from egglog import bindings as eb
 from eqsat import graphfile
 from eqsat.core.egraph import EGraph, Selection
 from eqsat.extract.dot import neighbourhood_dot
+from eqsat.fx import picture as fx_picture
 from eqsat.kernels.catalog import Catalog
 from eqsat.report import Report
-from eqsat.tools import fx_picture
 
 ENV = "EQSAT_DUMP_DIR"
 EGGLOG_DOT_MAX_NODES = 2000

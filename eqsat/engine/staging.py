@@ -1,0 +1,123 @@
+"""Staging: the engine's way around egglog 13.2's query planner, so no rule author meets it.
+
+egglog 13.2 (egglog-python's pin) splits a cyclic query into bags and can join two bags without
+checking a variable they share (fixed upstream in egglog#880): a match that reads ``float(bf16(s))``
+as if it read ``s``. A query with one atom over all its term variables plans as one bag, which is
+sound. So :func:`stage` turns every rule whose constructor atoms form a cyclic hypergraph (not
+α-acyclic: the GYO reduction leaves edges) into two: ``<name>.match`` joins the constructor atoms
+only (a fact set later does not re-run the big join) and records ``(Witness "<name>" t0 .. t31)``
+over every term variable (padded with the last); ``<name>`` re-reads the witness and checks every
+atom and side condition in one bag, then acts. ``Witness`` is the engine's own constructor, never
+extracted. Acyclic rules are left as written.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping
+
+from eqsat.core.rule import Rule
+from eqsat.core.sexp import Sexp, is_var, parse, show
+
+WITNESS = "Witness"
+WITNESS_TERMS = 32
+WITNESS_SORTS: tuple[str, ...] = ("String", *("T",) * WITNESS_TERMS)
+FACT_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
+    "dtype": (("T",), "String"), "shape": (("T",), "String"), "ndim": (("T",), "i64"), "dim": (("T", "i64"), "i64"),
+}
+"""The fact forms a query reads (``eqsat.core.facts``): checked by a staged rule's second stage only."""
+
+
+class _Flat:
+    """A query as table atoms ``(= v (f a ..))`` over variables and literals, plus primitive checks."""
+
+    def __init__(self, query: Iterable[str], known: Mapping[str, tuple[tuple[str, ...], str]]) -> None:
+        self.known = known
+        self.tables: list[str] = []
+        self.structure: list[tuple[str, list[str]]] = []  # constructor atoms: text, the variables it joins
+        self.checks: list[str] = []
+        self.sorts: dict[str, str] = {}
+        self.seen: dict[str, str] = {}  # table atom -> the variable it binds
+        self.fresh = (f"__v{i}" for i in itertools.count())
+        for atom in query:
+            self._top(parse(atom))
+
+    def _table(self, e: Sexp) -> bool:
+        return isinstance(e, list) and e[0] in self.known
+
+    def _top(self, e: Sexp) -> None:
+        if isinstance(e, list) and e[0] == "=" and any(map(self._table, e[1:])) and \
+                all(self._table(a) or is_var(a) for a in e[1:]):
+            left, right = sorted(e[1:], key=self._table)  # a variable (if any) names the output
+            self._term(right, out=self._term(left) if self._table(left) else left)  # type: ignore[arg-type]
+        else:
+            self.checks.append(show(self._sub(e)))
+
+    def _sub(self, e: Sexp) -> Sexp:
+        if self._table(e):
+            return self._term(e)  # type: ignore[arg-type]
+        return [e[0], *map(self._sub, e[1:])] if isinstance(e, list) else e
+
+    def _term(self, e: list, out: str | None = None) -> str:
+        arg_sorts, out_sort = self.known[e[0]]
+        args = [self._term(a) if self._table(a) else a for a in e[1:]]
+        for a, sort in zip(args, arg_sorts, strict=True):
+            if is_var(a):
+                self.sorts.setdefault(a, sort)
+        atom = f"({e[0]} {' '.join(args)})"
+        if out is None and atom in self.seen:
+            return self.seen[atom]
+        v = out or next(self.fresh)
+        self.seen.setdefault(atom, v)
+        self.sorts.setdefault(v, out_sort)
+        self.tables.append(f"(= {v} {atom})")
+        if e[0] not in FACT_TABLES:
+            self.structure.append((self.tables[-1], [v, *(a for a in args if is_var(a))]))
+        return v
+
+
+def cyclic(edges: Iterable[Iterable[str]]) -> bool:
+    """Whether a hypergraph is not α-acyclic: the GYO reduction (drop a vertex in one edge only, drop an
+    edge inside another) leaves edges."""
+    live = [set(e) for e in edges]
+    changed = True
+    while changed:
+        changed = False
+        count: dict[str, int] = {}
+        for e in live:
+            for v in e:
+                count[v] = count.get(v, 0) + 1
+        for e in live:
+            lone = {v for v in e if count[v] == 1}
+            if lone:
+                e -= lone
+                changed = True
+        kept = []
+        for i, e in enumerate(live):
+            if not e or any(e <= f and (e != f or j < i) for j, f in enumerate(live) if j != i):
+                changed = True
+                continue
+            kept.append(e)
+        live = kept
+    return bool(live)
+
+
+def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, ...]:
+    """``r`` as written when its constructor atoms are acyclic, else its two stages (module docstring);
+    ``constructors``: the engine's table of constructor argument sorts."""
+    known = {**{name: (sorts, "T") for name, sorts in constructors.items()}, **FACT_TABLES}
+    flat = _Flat(r.query, known)
+    if not cyclic(vs for _, vs in flat.structure):
+        return (r,)
+    terms = [v for v, sort in flat.sorts.items() if sort == "T"]
+    if not 0 < len(terms) <= WITNESS_TERMS:
+        raise ValueError(f"rule {r.name}: {len(terms)} term variables; a witness holds 1..{WITNESS_TERMS}")
+    witness = f'({WITNESS} "{r.name}" {" ".join(terms + terms[-1:] * (WITNESS_TERMS - len(terms)))})'
+    match = Rule(f"{r.name}.match", tuple(atom for atom, _ in flat.structure), (witness,), r.numerics, r.family)
+    check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics, r.family,
+                 r.converse)
+    return match, check
+
+
+def stage_all(rules: Iterable[Rule], constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, ...]:
+    return tuple(s for r in rules for s in stage(r, constructors))

@@ -13,21 +13,15 @@ the equalities are the same in both directions, so which rule fires first never 
 from __future__ import annotations
 
 from eqsat.core.rule import Rule, rule
+from eqsat.core.sexp import parse, show
 from eqsat.core.spec import KernelSpec
 from eqsat.kernels.catalog import Catalog
 
 
 def strip_get(term: str) -> str:
     """``(Get X 0)`` -> ``X``; any other term is returned as is."""
-    if not term.startswith("(Get "):
-        return term
-    depth = 0
-    for i, ch in enumerate(term[5:], start=5):
-        depth += ch == "("
-        depth -= ch == ")"
-        if depth == 0 and ch in " )":
-            return term[5:i + (ch == ")")].strip()
-    raise ValueError(f"unbalanced term {term!r}")
+    e = parse(term)
+    return show(e[1]) if isinstance(e, list) and e[0] == "Get" else term
 
 
 def _unions(spec: KernelSpec, k: str) -> tuple[str, ...]:

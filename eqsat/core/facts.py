@@ -1,31 +1,22 @@
 """How a tensor's facts are stored in egglog, and how rules that read or state them are rendered.
 
 Rules are written against five fact forms (``eqsat.core.ir``): ``(dtype t)``, ``(shape t)``, ``(ndim t)``,
-``(dim t -1)`` and the atom ``(contiguous t)``. egglog keeps three functions per value: ``(dtype t)``
-and ``(shape t)`` as written, and ``(facts t)``, one i64 packing the rest (:func:`pack`: contiguity
-in bit 0, ndim in the next 7 bits, and above them the last dim + 1, 0 when the last dim is
-symbolic). So a value is three rows where it was up to five, and a query reads one ``facts`` atom
-per tensor for its rank, last dim and contiguity where it read up to three: fewer rows to load and
-clear, and fewer atoms for egglog to join each iteration. All three stay functions: egglog's
-planner knows a function's output is determined by its key, which keeps a rule's query one bag
-(``rewrites/lift.py`` says why that matters; a relation of the facts, or the dtype read back from
-a packed code, made some plans split). ``facts`` merges by ``max``: rows of one value differ only in
-contiguity (members of one e-class can have different layouts), and the class is contiguous when
-any member is, as the relation ``contiguous`` said before.
-
-:func:`encode_query` and :func:`encode_actions` render a rule in that form: each tensor variable
-``v`` whose rank, last dim or contiguity the query reads gets ``(= __p_v (facts v))``, and each such
-read becomes an expression of ``__p_v``; ``(dim v -1)`` also requires the last dim to be known, as it
-did when a symbolic dim had no row. A new value's ndim, last dim and contiguity statements become one ``facts`` row (its
-dtype and shape statements stay as they are).
+``(dim t -1)`` and the atom ``(contiguous t)``. egglog keeps three functions per value: ``dtype`` and
+``shape`` as written, and ``facts``, one i64 packing the rest (:func:`pack`: contiguity in bit 0, ndim
+in the next 7 bits, above them the last dim + 1, 0 when it is symbolic), merged by ``max`` (a class is
+contiguous when any member is). :func:`encode_query` and :func:`encode_actions` render a rule into
+that form, as walks over the parsed text (``eqsat.core.sexp``): each variable whose rank, last dim
+or contiguity a query reads gets one ``(= __p_v (facts v))`` atom, a ``(dim v -1)`` read also requires
+the last dim known, and a new value's ndim, last dim and contiguity statements become one ``facts`` row.
 
 Invariant: fact forms apply to variables only; anything else raises ``ValueError``.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
+
+from eqsat.core.sexp import Sexp, calls, is_var, parse, show
 
 FACTS = "facts"
 SCHEMA = "(function dtype (T) String :merge old)\n(function shape (T) String :merge old)\n" \
@@ -40,12 +31,6 @@ _FIELD = {
     "dim": lambda p: f"(- (/ {p} {_LAST_UNIT}) 1)",
     "contiguous": lambda p: f"(% {p} {_NDIM_UNIT})",
 }
-_READ = re.compile(r"\(ndim ([^()\s]+)\)|\(dim ([^()\s]+) -1\)")
-_ANY = re.compile(r"\((?:ndim|dim|contiguous) ")
-_CONTIGUOUS = re.compile(r"\(contiguous ([^()\s]+)\)")
-_SET = re.compile(r"\(set \(ndim ([^()\s]+)\) ([^()\s]+)\)|\(set \(dim ([^()\s]+) -1\) ([^()\s]+)\)")
-
-
 def pack(ndim: int, last: int, contiguous: bool) -> int:
     """The ``facts`` value of a tensor (``last``: its last dim, -1 when symbolic)."""
     if not 0 <= ndim < _NDIMS or last < -1:
@@ -58,24 +43,38 @@ def unpack(p: int) -> tuple[int, int, bool]:
     return p // _NDIM_UNIT % _NDIMS, p // _LAST_UNIT - 1, bool(p % _NDIM_UNIT)
 
 
+def _is_form(e: Sexp) -> bool:
+    return isinstance(e, list) and bool(e) and e[0] in _FIELD
+
+
 def encode_query(query: Sequence[str]) -> tuple[str, ...]:
     """``query`` reading the packed facts (see the module docstring)."""
     read: dict[str, set[str]] = {}  # variable -> the fields read
 
-    def use(field: str, v: str) -> str:
+    def use(field: str, v: Sexp) -> Sexp:
+        if not isinstance(v, str) or not is_var(v):
+            raise ValueError(f"a fact form ({field} {show(v)}) does not apply to a variable")
         read.setdefault(v, set()).add(field)
-        return _FIELD[field](f"__p_{v}")
+        return parse(_FIELD[field](f"__p_{v}"))
+
+    def walk(e: Sexp) -> Sexp:
+        if not isinstance(e, list):
+            return e
+        if e and e[0] == "ndim" and len(e) == 2:
+            return use("ndim", e[1])
+        if e and e[0] == "dim" and len(e) == 3 and e[2] == "-1":
+            return use("dim", e[1])
+        if _is_form(e):
+            raise ValueError(f"a fact form {show(e)} does not apply to a variable")
+        return [walk(a) for a in e]
 
     out: list[str] = []
     for atom in query:
-        whole = _CONTIGUOUS.fullmatch(atom)
-        if whole:
-            out.append(f"(= {use('contiguous', whole.group(1))} 1)")
-            continue
-        text = _READ.sub(lambda m: use("dim", m.group(2)) if m.group(2) else use("ndim", m.group(1)), atom)
-        if _ANY.search(text):
-            raise ValueError(f"a fact form in {atom!r} does not apply to a variable")
-        out.append(text)
+        e = parse(atom)
+        if isinstance(e, list) and e and e[0] == "contiguous" and len(e) == 2:
+            out.append(f"(= {show(use('contiguous', e[1]))} 1)")
+        else:
+            out.append(show(walk(e)) if isinstance(e, list) else atom)
     bind = [f"(= __p_{v} ({FACTS} {v}))" for v in read]
     known = [f"(>= (/ __p_{v} {_LAST_UNIT}) 1)" for v, fields in read.items() if "dim" in fields]
     return (*out, *bind, *known)
@@ -83,13 +82,16 @@ def encode_query(query: Sequence[str]) -> tuple[str, ...]:
 
 def _statement(action: str) -> tuple[str, str, str] | None:
     """(fact, variable, value) of an ndim, last dim or contiguity statement; None for any other action."""
-    m = _SET.fullmatch(action)
-    if m:
-        return ("dim", m.group(3), m.group(4)) if m.group(3) else ("ndim", m.group(1), m.group(2))
-    whole = _CONTIGUOUS.fullmatch(action)
-    if whole:
-        return "contiguous", whole.group(1), "1"
-    if _ANY.search(action):
+    e = parse(action)
+    if isinstance(e, list) and len(e) == 3 and e[0] == "set" and _is_form(e[1]):
+        form, value = e[1], show(e[2])
+        if form[0] == "ndim" and len(form) == 2 and is_var(form[1]):
+            return "ndim", form[1], value
+        if form[0] == "dim" and len(form) == 3 and form[2] == "-1" and is_var(form[1]):
+            return "dim", form[1], value
+    if isinstance(e, list) and len(e) == 2 and e[0] == "contiguous" and is_var(e[1]):
+        return "contiguous", e[1], "1"
+    if any(_is_form(c) for c in calls(e)):
         raise ValueError(f"cannot render the fact statement {action!r}")
     return None
 

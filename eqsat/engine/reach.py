@@ -19,18 +19,16 @@ saturation iteration, so ``eqsat.engine.engine.Engine`` declares only what this 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eqsat.core.rule import Rule
-
-_HEAD = re.compile(r'\(\s*([^\s()"]+)')
+from eqsat.core.sexp import calls, parse
 
 
 def heads(texts: Iterable[str], constructors: Collection[str]) -> frozenset[str]:
     """The constructors applied anywhere in ``texts`` (egglog terms)."""
-    return frozenset(h for t in texts for h in _HEAD.findall(t) if h in constructors)
+    return frozenset(c[0] for t in texts for c in calls(parse(t)) if isinstance(c[0], str) and c[0] in constructors)
 
 
 @dataclass(frozen=True)

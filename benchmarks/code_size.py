@@ -26,7 +26,7 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "catalog": ("eqsat/core/spec.py", "eqsat/kernels/catalog.py", "eqsat/kernels/norm_quant.py",
                 "eqsat/kernels/act_quant.py", "eqsat/kernels/token_static.py", "eqsat/kernels/mla.py",
                 "eqsat/kernels/pad.py", "eqsat/kernels/gated.py", "eqsat/kernels/inductor.py",
-                "eqsat/kernels/aten_ops.py", "eqsat/core/accepts.py"),
+                "eqsat/kernels/aten_ops.py", "eqsat/kernels/traffic.py", "eqsat/core/accepts.py"),
     "rules": ("eqsat/core/rule.py", "rewrites/views.py", "rewrites/layout.py", "rewrites/lift.py",
               "rewrites/kernels.py", "rewrites/schedule.py"),
     "binding": ("eqsat/core/spelling.py", "eqsat/fx/bind.py", "eqsat/kernels/vocabularies.py"),

@@ -74,9 +74,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 import eqsat
 from eqsat.fx.capture import copy_graph
-from eqsat.library.eqsat_ops import define_op
+from eqsat.kernels.torch_ops import register_vllm_standins
+from eqsat.library.define import define_op
 from eqsat.library.reference import fp8_step_error
-from eqsat.library.vllm import register_vllm_standins
 from tests.conftest import trace
 from tests.test_lift import add_rms_native, quant_native, rms_native
 from tests.test_rules import compare_outputs

@@ -20,14 +20,16 @@ from eqsat.core.errors import EqSatInputError, EqSatInternalError
 from eqsat.core.spec import KernelSpec
 from eqsat.engine.saturate import Budgets
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
-from eqsat.library import eqsat_ops as _ops  # noqa: F401  (registers the eqsat:: torch.library ops)
+from eqsat.kernels.torch_ops import register_eqsat_ops, register_vllm_standins
 from eqsat.options import Options
 from eqsat.pass_ import EqSatPass
 from eqsat.report import Report
+
+register_eqsat_ops()  # the eqsat:: torch.library ops, defined once per process
 
 __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_CATALOG", "Budgets", "Catalog", "EqSatInputError", "EqSatInternalError", "EqSatPass", "KernelSpec",
-    "Options", "Report", "optimize",
+    "Options", "Report", "optimize", "register_vllm_standins",
 ]

@@ -8,7 +8,7 @@ import torch
 
 import eqsat  # noqa: F401  (registers the eqsat:: ops)
 from eqsat.fx.capture import trace_tokens
-from eqsat.library.vllm import register_vllm_standins
+from eqsat.kernels.torch_ops import register_vllm_standins
 
 register_vllm_standins()
 

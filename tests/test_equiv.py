@@ -63,7 +63,7 @@ def test_cli_check_equiv(tmp_path, capsys):
     src.write_text(
         "import torch\n"
         "import eqsat\n"
-        "from eqsat.library.vllm import register_vllm_standins\n"
+        "from eqsat.kernels.torch_ops import register_vllm_standins\n"
         "register_vllm_standins()\n"
         "def reference(x, w):\n"
         "    return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128)\n"

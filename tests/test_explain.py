@@ -69,7 +69,7 @@ def test_discover_ranks_uncovered_chains():
 def test_cli_explain(tmp_path, capsys):
     src = tmp_path / "m.py"
     src.write_text(
-        "import torch\nimport eqsat\nfrom eqsat.library.vllm import register_vllm_standins\n"
+        "import torch\nimport eqsat\nfrom eqsat.kernels.torch_ops import register_vllm_standins\n"
         "register_vllm_standins()\n"
         "def layer(x, w):\n"
         "    y = (x.float() * 2 + 1).exp().to(torch.bfloat16)\n"

@@ -24,7 +24,7 @@ from eqsat import graphfile
 from eqsat.fx.capture import copy_graph
 from eqsat.graphfile import GraphFileError
 from eqsat.graphfile import sizes as graphfile_sizes
-from eqsat.library.eqsat_ops import define_op, op_exists
+from eqsat.library.define import define_op, op_exists
 from eqsat.tools import cli
 from eqsat.tools.demo import DecoderLayerNormQuant
 from tests.conftest import rand, trace
@@ -169,7 +169,7 @@ def without_schemas(text: str) -> str:
     (lambda t: t.replace('"version": 2', '"version": 9'), "version 9 is not supported"),
     (lambda t: without_schemas(t.replace("vllm_ir.rms_norm.default", "vllm_ir.no_such_norm.default")),
      "unknown op torch.ops.vllm_ir.no_such_norm.default: the 'vllm_ir' ops must be registered before loading "
-     "this graph (import vLLM, or call eqsat.library.vllm.register_vllm_standins()) (the file carries no "
+     "this graph (import vLLM, or call eqsat.kernels.torch_ops.register_vllm_standins()) (the file carries no "
      "schema to stand in for it)"),
     (lambda t: without_schemas(t.replace("vllm_ir.rms_norm.default", "mylib.op.default")),
      "'mylib' ops must be registered"),
@@ -317,8 +317,8 @@ def test_bad_stand_ins_say_which_op(edit, message):
 SUBPROCESS = """import json, sys
 import eqsat
 from eqsat import graphfile
-from eqsat.library.eqsat_ops import op_exists
-from eqsat.library.vllm import register_vllm_standins
+from eqsat.library.define import op_exists
+from eqsat.kernels.torch_ops import register_vllm_standins
 register_vllm_standins()
 assert not op_exists("eqsat_bench::fp8_gemm") and not op_exists("eqsat_bench::mla_attention")
 gm = graphfile.load(sys.argv[1])
@@ -371,7 +371,7 @@ def test_an_op_the_optimizer_rewrites_is_never_stood_in_silently(tmp_path):
 # -- the CLI on saved graphs ---------------------------------------------------------------------------
 
 MODULE = """import torch
-from eqsat.library.vllm import register_vllm_standins
+from eqsat.kernels.torch_ops import register_vllm_standins
 register_vllm_standins()
 def reference(x, w):
     return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128)

@@ -10,9 +10,11 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-import eqsat.library.eqsat_ops as ops
+from eqsat.kernels import norm_quant
+from eqsat.kernels.torch_ops import register_vllm_standins
 from eqsat.library import reference as ref
-from eqsat.library.vllm import register_vllm_standins
+
+own = torch.ops.eqsat
 
 register_vllm_standins()
 
@@ -49,7 +51,7 @@ def test_rms_norm_matches_direct(shape: tuple[int, ...]) -> None:
     y32 = F.rms_norm(x.float(), (shape[-1],), eps=EPS)
     torch.testing.assert_close(ref.rms_norm(x, w, EPS), y32.to(BF16) * w)
     torch.testing.assert_close(ref.rms_norm(x, None, EPS), y32.to(BF16))
-    assert torch.equal(ops.RMS_NORM(x, w, EPS), ref.rms_norm(x, w, EPS))
+    assert torch.equal(own.rms_norm.default(x, w, EPS), ref.rms_norm(x, w, EPS))
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -76,11 +78,11 @@ def test_group_fp8_quant_matches_direct(shape: tuple[int, ...], fp8: torch.dtype
 def test_fused_rms_quant_matches_direct(shape: tuple[int, ...], fp8: torch.dtype) -> None:
     x, r, w = _inputs(shape)
     n = shape[-1]
-    q, s = ref.rmsnorm_fp8_group_quant(x, w, EPS, 64, fp8)
+    q, s = norm_quant.rmsnorm_fp8_group_quant(x, w, EPS, 64, fp8)
     q_d, s_d = _direct_group_quant(F.rms_norm(x.float(), (n,), w.float(), EPS), 64, fp8)
     torch.testing.assert_close(s, s_d)
     assert ref.fp8_step_error(q, s, q_d, s_d, 64) <= 1.0
-    q, res, s = ref.rmsnorm_add_fp8_group_quant(x, r, w, EPS, 64, fp8)
+    q, res, s = norm_quant.rmsnorm_add_fp8_group_quant(x, r, w, EPS, 64, fp8)
     s32 = x.float() + r.float()
     q_d, s_d = _direct_group_quant(F.rms_norm(s32, (n,), w.float(), EPS), 64, fp8)
     assert torch.equal(res, s32.to(BF16))
@@ -93,12 +95,12 @@ def test_fused_rms_quant_matches_direct(shape: tuple[int, ...], fp8: torch.dtype
 def test_fused_agrees_with_unfused_within_fp8_step(gs: int, fp8: torch.dtype) -> None:
     for seed in range(4):
         x, r, w = _inputs((33, 512), seed)
-        q_f, s_f = ops.RMSNORM_FP8_GROUP_QUANT(x, w, EPS, gs, fp8)
-        q_u, s_u = ops.GROUP_FP8_QUANT(ops.RMS_NORM(x, w, EPS), gs, fp8)
+        q_f, s_f = own.rmsnorm_fp8_group_quant.default(x, w, EPS, gs, fp8)
+        q_u, s_u = own.group_fp8_quant.default(own.rms_norm.default(x, w, EPS), gs, fp8)
         assert ref.fp8_step_error(q_f, s_f, q_u, s_u, gs) <= 1.25
-        q_f, res_f, s_f = ops.RMSNORM_ADD_FP8_GROUP_QUANT(x, r, w, EPS, gs, fp8)
-        normed, res_u = ops.FUSED_ADD_RMS_NORM(x, r, w, EPS)
-        q_u, s_u = ops.GROUP_FP8_QUANT(normed, gs, fp8)
+        q_f, res_f, s_f = own.rmsnorm_add_fp8_group_quant.default(x, r, w, EPS, gs, fp8)
+        normed, res_u = own.fused_add_rms_norm.default(x, r, w, EPS)
+        q_u, s_u = own.group_fp8_quant.default(normed, gs, fp8)
         assert torch.equal(res_f, res_u)
         assert ref.fp8_step_error(q_f, s_f, q_u, s_u, gs) <= 1.25
 
@@ -120,12 +122,12 @@ def test_group_quant_rejects_ragged_groups() -> None:
     with pytest.raises(ValueError):
         ref.group_fp8_quant(x, 64, torch.float8_e4m3fn)
     with pytest.raises(ValueError):
-        ops.GROUP_FP8_QUANT(x, 64, torch.float8_e4m3fn)
+        own.group_fp8_quant.default(x, 64, torch.float8_e4m3fn)
 
 
 def test_outputs_do_not_alias_inputs() -> None:
     x, r, w = (t.float() for t in _inputs((4, 128)))
-    normed, res = ops.FUSED_ADD_RMS_NORM(x, r, w, EPS)
+    normed, res = own.fused_add_rms_norm.default(x, r, w, EPS)
     ptrs = {t.untyped_storage().data_ptr() for t in (x, r, w)}
     assert normed.untyped_storage().data_ptr() not in ptrs and res.untyped_storage().data_ptr() not in ptrs
     assert normed.untyped_storage().data_ptr() != res.untyped_storage().data_ptr()
@@ -135,11 +137,11 @@ def test_opcheck_all_ops() -> None:
     x, r, w = _inputs((5, 256))
     e4 = torch.float8_e4m3fn
     cases = [
-        (ops.RMS_NORM, (x, w, EPS)),
-        (ops.FUSED_ADD_RMS_NORM, (x, r, w, EPS)),
-        (ops.GROUP_FP8_QUANT, (x, 128, e4)),
-        (ops.RMSNORM_FP8_GROUP_QUANT, (x, w, EPS, 128, e4)),
-        (ops.RMSNORM_ADD_FP8_GROUP_QUANT, (x, r, w, EPS, 64, e4)),
+        (own.rms_norm.default, (x, w, EPS)),
+        (own.fused_add_rms_norm.default, (x, r, w, EPS)),
+        (own.group_fp8_quant.default, (x, 128, e4)),
+        (own.rmsnorm_fp8_group_quant.default, (x, w, EPS, 128, e4)),
+        (own.rmsnorm_add_fp8_group_quant.default, (x, r, w, EPS, 64, e4)),
         (torch.ops.vllm_ir.rms_norm.default, (x, None, EPS)),
         (torch.ops.vllm_ir.fused_add_rms_norm.default, (x, r, w, EPS)),
         (torch.ops.vllm.rocm_aiter_group_fp8_quant.default, (x, 128, True)),
@@ -163,8 +165,8 @@ def test_transpose_scale_is_aiters_column_major_data_in_the_fakes_row_major_shap
 
 def test_fakes_trace_with_symbolic_token_dim() -> None:
     def f(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        q1, s1 = ops.GROUP_FP8_QUANT(ops.RMS_NORM(x, w, EPS), 128, torch.float8_e4m3fnuz)
-        q2, res, s2 = ops.RMSNORM_ADD_FP8_GROUP_QUANT(x, r, w, EPS, 128, torch.float8_e4m3fn)
+        q1, s1 = own.group_fp8_quant.default(own.rms_norm.default(x, w, EPS), 128, torch.float8_e4m3fnuz)
+        q2, res, s2 = own.rmsnorm_add_fp8_group_quant.default(x, r, w, EPS, 128, torch.float8_e4m3fn)
         normed, res_v = torch.ops.vllm_ir.fused_add_rms_norm(x, r, w, EPS)
         q3, s3 = torch.ops.vllm.rocm_aiter_group_fp8_quant(normed, 128, True)
         q4, s4 = torch.ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, EPS, 128)
@@ -203,11 +205,14 @@ def test_standin_schemas_are_exact(name: str) -> None:
 
 
 def test_registration_is_idempotent() -> None:
-    importlib.reload(ops)
+    from eqsat.kernels.torch_ops import register_eqsat_ops
+    from eqsat.library import define
+    importlib.reload(define)  # the libraries survive a reload: the ops stay defined, none is defined twice
+    register_eqsat_ops()
     register_vllm_standins(torch.float8_e4m3fn)  # already defined: the first dtype stays
     x, _, w = _inputs((4, 256))
     assert torch.ops.vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, EPS, 128)[0].dtype == torch.float8_e4m3fnuz
-    assert torch.equal(ops.RMS_NORM(x, w, EPS), ref.rms_norm(x, w, EPS))
+    assert torch.equal(own.rms_norm.default(x, w, EPS), ref.rms_norm(x, w, EPS))
 
 
 def test_ops_under_torch_compile_dynamic() -> None:

@@ -116,7 +116,7 @@ def run_plan(Ms) -> int:
     sys.path.insert(0, ROOT)
     import torch
 
-    from eqsat.library.vllm import register_vllm_standins
+    from eqsat.kernels.torch_ops import register_vllm_standins
 
     register_vllm_standins(torch.float8_e4m3fn)  # the H200's fp8 (first definition wins)
     import eqsat

@@ -14,7 +14,7 @@ import torch
 import torch.fx as fx
 
 from eqsat.fx.capture import trace_tokens
-from eqsat.library.vllm import register_vllm_standins
+from eqsat.kernels.torch_ops import register_vllm_standins
 
 BF16 = torch.bfloat16
 

@@ -41,8 +41,9 @@ import torch.nn.functional as F
 
 import eqsat  # noqa: F401  (registers torch.ops.eqsat.*, e.g. silu_and_mul)
 from benchmarks.graphs.compiled import Spec, post_grad_graph
-from eqsat.library.eqsat_ops import define_op
-from eqsat.library.vllm import register_vllm_standins, standin_fp8_dtype
+from eqsat.kernels.torch_ops import register_vllm_standins
+from eqsat.library.define import define_op
+from eqsat.library.vllm import standin_fp8_dtype
 
 BF16, F32 = torch.bfloat16, torch.float32
 G = 128

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Numerics = Literal["exact", "rounding"]
 PARAM_SORTS = {"T": "T", "f64": "f64", "i64": "i64", "dtype": "String", "str": "String", "bool": "bool"}
@@ -75,6 +75,31 @@ class DimsEqual:
 
 
 @dataclass(frozen=True)
+class OpDef:
+    """A torch op a kernel module defines: ``namespace::schema`` (``"name(args) -> rets"``), its kernel
+    and its fake. Registered once per process; an op that exists already is left alone."""
+
+    namespace: str
+    schema: str
+    kernel: Callable[..., Any]
+    fake: Callable[..., Any]
+
+    @property
+    def name(self) -> str:
+        return self.schema.split("(", 1)[0]
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A fused row's "leave it to Inductor" twin: the same semantics as the native ATen chain, which
+    Inductor compiles into ``launches`` kernels that move only the fused row's boundary traffic,
+    under side conditions ``constraints`` (the catalog makes the row: ``eqsat.kernels.catalog``)."""
+
+    launches: int
+    constraints: tuple[str, ...]
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     name: str
     params: tuple[tuple[str, str], ...]
@@ -88,6 +113,8 @@ class KernelSpec:
     doc: str = ""
     expand: Callable[..., object] | None = None  # ATen code to inline where no vocabulary spells the row
     implies: tuple[DimsEqual, ...] = ()  # what the op requires of its inputs' dims (a fused row: also its semantics')
+    reference: Callable[..., Any] | None = None  # a semantic row's PyTorch meaning, over its parameters in order
+    inductor: Twin | None = None  # a fused row's "leave it to Inductor" twin, made by the catalog
 
     @property
     def is_fused(self) -> bool:

@@ -52,7 +52,7 @@ OPERATORS: dict[str, Callable[..., Any]] = {
 PREFIX = "eqsat_opaque"
 _STANDIN_NS = re.compile(PREFIX + r"\d+")
 NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_STANDINS = "import vLLM, or call eqsat.library.vllm.register_vllm_standins()"
+_STANDINS = "import vLLM, or call eqsat.kernels.torch_ops.register_vllm_standins()"
 _LIBRARIES: list[torch.library.Library] = []
 
 

@@ -9,12 +9,17 @@ the scales).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
+
+import torch
 
 from eqsat.core.accepts import LastDimMultiple, two_d
-from eqsat.core.spec import KernelSpec, Operand, Traffic, dtype_accepted, params, power_of_two, rank
+from eqsat.core.spec import KernelSpec, OpDef, Operand, Traffic, dtype_accepted, params, power_of_two, rank
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
-from eqsat.library.vllm import FP8_OUT
+from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, operand
+from eqsat.library import reference as ref
+from eqsat.library.define import fresh, quant_fake
+from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, nothing, rows, standin_kernel
 
 
 def half(x: Operand) -> Operand:
@@ -22,12 +27,12 @@ def half(x: Operand) -> Operand:
 
 
 def silu_mul_traffic(a: Mapping[str, object]) -> Traffic:
-    x = _op(a, "x")
+    x = operand(a, "x")
     return Traffic(read=x.bytes, written=half(x).bytes)
 
 
 def silu_quant_traffic(a: Mapping[str, object]) -> Traffic:
-    x, g = _op(a, "x"), a["G"]
+    x, g = operand(a, "x"), a["G"]
     y = half(x)
     assert isinstance(g, int) and g > 0
     return Traffic(read=x.bytes, written=y.numel * FP8_BYTES + y.rows * -(-y.shape[-1] // g) * SCALE_BYTES)
@@ -68,3 +73,51 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
                  accepts=(LastDimMultiple("x", "G", 2),)),
     ),
 }
+
+
+# -- the fused kernel's arithmetic (AITER's Triton act_mul_and_fp8_group_quant) -----------------------
+
+def silu_mul_fp8_group_quant(
+    x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER ``act_mul_and_fp8_group_quant(silu)``: silu(a) * b in fp32, no rounding, then group quant."""
+    d = x.shape[-1] // 2
+    a, b = x[..., :d].float(), x[..., d:].float()
+    return ref.group_quant32(a * torch.sigmoid(a) * b, group_size, fp8_dtype)
+
+
+# -- the project's ops and vLLM's ---------------------------------------------------------------------
+
+def _half(x: torch.Tensor) -> torch.Tensor:
+    return x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
+
+
+OPS: tuple[OpDef, ...] = (
+    OpDef("eqsat", "silu_and_mul(Tensor x) -> Tensor", lambda x: ref.silu_and_mul(x).contiguous(), _half),
+    OpDef("eqsat", "silu_mul_fp8_group_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)",
+          lambda x, g, dt: fresh(*silu_mul_fp8_group_quant(x, g, dt)),
+          lambda x, g, dt: quant_fake(_half(x), g, dt)),
+)
+
+
+def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
+    """AITER's silu_and_mul + group quant and the ``_C`` silu_and_mul read under ``auto_functionalized``."""
+
+    def act_fake(x: torch.Tensor, group_size: int) -> Any:
+        m, n = rows(x, "rocm_aiter_act_mul_and_fp8_group_quant")
+        if n % 2 != 0:
+            raise AssertionError("rocm_aiter_act_mul_and_fp8_group_quant: the last dim must be even")
+        half = n // 2
+        return x.new_empty((m, half), dtype=fp8), x.new_empty((m, ceil_div(half, group_size)), dtype=F32)
+
+    def act_needs(x: torch.Tensor, group_size: int) -> None:
+        divides("rocm_aiter_act_mul_and_fp8_group_quant", x.shape[-1] // 2, group_size)
+
+    def c_silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
+        result.copy_(ref.silu_and_mul(input))
+
+    return [
+        OpDef("vllm", "rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)",
+              standin_kernel(act_fake, lambda x, g: silu_mul_fp8_group_quant(x, g, fp8), act_needs), act_fake),
+        OpDef("_C", "silu_and_mul(Tensor! result, Tensor input) -> ()", c_silu_and_mul, nothing),
+    ]

@@ -31,12 +31,16 @@ rule reads beyond ``aten_ops``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
+
+import torch
 
 from eqsat.core.accepts import Contiguous, LastDimMultiple, two_d
 from eqsat.core.rule import Rule, rewrite
 from eqsat.core.spec import (
     DimsEqual,
     KernelSpec,
+    OpDef,
     Traffic,
     contiguous,
     dtype_accepted,
@@ -49,22 +53,23 @@ from eqsat.core.spec import (
     same_shape,
 )
 from eqsat.core.spelling import Const, Spelling
-from eqsat.kernels.norm_quant import ACT_DTYPES, _op, _quant_out
-from eqsat.kernels.token_static import _Pointwise
-from eqsat.library.vllm import FP8_OUT
+from eqsat.kernels.traffic import ACT_DTYPES, Pointwise, operand, quant_out
+from eqsat.library import reference as ref
+from eqsat.library.define import check_norm_shapes, fresh, quant_fake
+from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, need, rows, standin_kernel
 
 MAX_ROW_BYTES = 64 * 1024  # T3: N * element size <= 64 KB
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
 
 
 def _gated(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
+    x, w = operand(a, "x"), operand(a, "w")
     return Traffic(read=2 * x.bytes + w.bytes, written=x.bytes)
 
 
 def _gated_quant(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
-    return Traffic(read=2 * x.bytes + w.bytes, written=_quant_out(x, a["G"]))
+    x, w = operand(a, "x"), operand(a, "w")
+    return Traffic(read=2 * x.bytes + w.bytes, written=quant_out(x, a["G"]))
 
 
 def gated_constraints(kernel: str) -> tuple[str, ...]:
@@ -75,8 +80,8 @@ def gated_constraints(kernel: str) -> tuple[str, ...]:
     )
 
 
-NEG = KernelSpec("Neg", params("x:T"), _Pointwise(), calibration_key="aten:aten.neg.default", doc="-x")
-EXP = KernelSpec("Exp", params("x:T"), _Pointwise(), calibration_key="aten:aten.exp.default", doc="e ** x")
+NEG = KernelSpec("Neg", params("x:T"), Pointwise(), calibration_key="aten:aten.neg.default", doc="-x")
+EXP = KernelSpec("Exp", params("x:T"), Pointwise(), calibration_key="aten:aten.exp.default", doc="e ** x")
 _Q = "(QuantGroup (RmsNormGated x z w eps) G dt)"
 K = "K_rms_gated_fp8_group_quant"
 
@@ -121,3 +126,87 @@ RULES: tuple[Rule, ...] = (
     rewrite("lift-rms-norm-gated", NATIVE, "(RmsNormGated x z w eps)", "(= dt (dtype x))", *same_dtype("x", "z"),
             *same_shape("x", "z"), *rank("w", 1), *same_last_dim("x", "w"), family="lift"),
 )
+
+
+# -- the fused kernel's arithmetic (AITER's Triton fused_rms_gated_fp8_group_quant) ------------------
+
+def rms_norm_gated_fp8_group_quant(
+    x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER Triton ``fused_rms_gated_fp8_group_quant``: the fp32 gated norm (no bf16 rounding), group
+    quantized with vLLM's bounds (``vllm_fp8_max``: 224 on e4m3fnuz), the scale floored at
+    1 / (FMAX * 512) and a true division by it. Returns (q like x, fp32 scale [..., N // group_size])."""
+    y32 = ref.rms_norm_gated32(x, z, weight, eps)
+    n = y32.shape[-1]
+    ref.check_groups(n, group_size)
+    fmax = ref.vllm_fp8_max(fp8_dtype)
+    groups = y32.reshape(*y32.shape[:-1], n // group_size, group_size)
+    scale = (groups.abs().amax(dim=-1, keepdim=True) / fmax).clamp_min(1.0 / (fmax * 512.0))
+    q = (groups / scale).clamp(-fmax, fmax).to(fp8_dtype)
+    return q.reshape(y32.shape), scale.squeeze(-1)
+
+
+# -- the project's ops and vLLM's ---------------------------------------------------------------------
+
+def _gated_fake(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    check_norm_shapes(x, weight, z)
+    return x.new_empty(x.shape)
+
+
+def _gated_quant_fake(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int,
+                      dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, z)
+    return quant_fake(x, group_size, dtype)
+
+
+OPS: tuple[OpDef, ...] = (
+    OpDef("eqsat", "rms_norm_gated(Tensor x, Tensor z, Tensor weight, float eps) -> Tensor",
+          lambda *a: ref.rms_norm_gated(*a).contiguous(), _gated_fake),
+    OpDef("eqsat", "rms_norm_gated_fp8_group_quant(Tensor x, Tensor z, Tensor weight, float eps, SymInt group_size,"
+          " ScalarType dtype) -> (Tensor, Tensor)", lambda *a: fresh(*rms_norm_gated_fp8_group_quant(*a)),
+          _gated_quant_fake),
+)
+
+
+def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
+    """vLLM's FLA gated norm and AITER's fused gated norm + group quant (z given, no group, norm before a
+    silu gate, no bias: as vLLM calls them; anything else raises)."""
+
+    def fla_fake(x: torch.Tensor, z: torch.Tensor | None, weight: torch.Tensor, eps: float, group_size: int | None,
+                 norm_before_gate: bool, activation: str) -> Any:
+        return x.new_empty(x.shape)
+
+    def fla_needs(x: torch.Tensor, z: torch.Tensor | None, weight: torch.Tensor, eps: float, group_size: int | None,
+                  norm_before_gate: bool, activation: str) -> None:
+        if z is None or group_size is not None or not norm_before_gate or activation not in ("swish", "silu"):
+            raise NotImplementedError("fla_rms_norm_gated stand-in: z given, no group, norm before a silu gate")
+        need(z.shape == x.shape, "fla_rms_norm_gated: z must have x's shape")
+
+    def fla(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int | None,
+            norm_before_gate: bool, activation: str) -> Any:
+        return ref.rms_norm_gated(x, z, weight, eps)
+
+    def gated_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor, eps: float,
+                   norm_before_gate: bool, activation: str, group_size: int) -> Any:
+        m, n = rows(x, "rocm_aiter_fused_rms_gated_fp8_group_quant")
+        return torch.empty_like(x, dtype=fp8), x.new_empty((m, ceil_div(n, group_size)), dtype=F32)
+
+    def gated_needs(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor, eps: float,
+                    norm_before_gate: bool, activation: str, group_size: int) -> None:
+        op = "rocm_aiter_fused_rms_gated_fp8_group_quant"
+        divides(op, x.shape[-1], group_size)
+        need(z.shape == x.shape, f"{op}: z must have x's shape")
+        if bias is not None or not norm_before_gate or activation not in ("swish", "silu"):
+            raise NotImplementedError(f"{op} stand-in: no bias, norm before a silu gate")
+
+    def gated(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None, z: torch.Tensor, eps: float,
+              norm_before_gate: bool, activation: str, group_size: int) -> Any:
+        return rms_norm_gated_fp8_group_quant(x, z, weight, eps, group_size, fp8)
+
+    return [
+        OpDef("vllm", "fla_rms_norm_gated(Tensor x, Tensor? z, Tensor weight, float eps, SymInt? group_size,"
+              " bool norm_before_gate, str activation) -> Tensor", standin_kernel(fla_fake, fla, fla_needs), fla_fake),
+        OpDef("vllm", "rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z,"
+              " float eps, bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)",
+              standin_kernel(gated_fake, gated, gated_needs), gated_fake),
+    ]

@@ -34,11 +34,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
+
+import torch
 
 from eqsat.core.accepts import DtypeIn, LastDimAtMost, LastDimMultiple, OneOf, SameDtype, two_d
 from eqsat.core.rule import Rule, rule
 from eqsat.core.spec import (
     KernelSpec,
+    OpDef,
     Traffic,
     contiguous,
     dtype_accepted,
@@ -48,9 +52,12 @@ from eqsat.core.spec import (
     same_dtype,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _groups, _op
+from eqsat.kernels import norm_quant
 from eqsat.kernels.pad import never
-from eqsat.library.vllm import FP8_OUT
+from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, groups, operand
+from eqsat.library import reference as ref
+from eqsat.library.define import check_norm_shapes, fresh, quant_fake, token_fake
+from eqsat.library.vllm import F32, FP8_OUT, aiter_transposed, divides, rows, standin_kernel
 
 MAX_WIDTH = 8192  # fused_qk_norm.cu: max(N1, N2) <= 8192
 GROUP_RANGE = (16, 256)  # g % tds == 0, g <= 64 * tds, g / tds a power of two, for tds in {4, 8, 16}
@@ -65,10 +72,10 @@ class DualTraffic:
     quant: str = ""
 
     def __call__(self, a: Mapping[str, object]) -> Traffic:
-        q, kv = _op(a, "q"), _op(a, "kv")
-        read = q.bytes + kv.bytes + _op(a, "qw").bytes + _op(a, "kvw").bytes
+        q, kv = operand(a, "q"), operand(a, "kv")
+        read = q.bytes + kv.bytes + operand(a, "qw").bytes + operand(a, "kvw").bytes
         if self.quant == "group":
-            q_out = q.numel * FP8_BYTES + _groups(q, a["G"]) * SCALE_BYTES
+            q_out = q.numel * FP8_BYTES + groups(q, a["G"]) * SCALE_BYTES
         elif self.quant == "token":
             q_out = q.numel * FP8_BYTES + q.rows * SCALE_BYTES
         else:
@@ -153,3 +160,108 @@ RULES: tuple[Rule, ...] = (
                          *rank("__p", 2), *contiguous("__p")),
          ("(MlaLatents (Get __split 0) (Get __split_kv 0))",), family="mla"),
 )
+
+
+# -- the fused kernels' arithmetic (AITER's HIP fused_qk_rmsnorm*) ---------------------------------
+
+def mla_dual_rms_norm(
+    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float, kv_eps: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER HIP ``fused_qk_rmsnorm``: two independent rms_norms in one launch, each in fp32 and
+    rounded once to its input's dtype. Returns (q_normed, kv_normed)."""
+    return ref.aiter_rms(q, q_weight, q_eps), ref.aiter_rms(kv, kv_weight, kv_eps)
+
+
+def mla_dual_rms_norm_group_quant(
+    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
+    kv_eps: float, group_size: int, fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER HIP ``fused_qk_rmsnorm_group_quant``: q's fp32 norm group-quantized (no bf16 rounding),
+    kv normed only. Returns (q_fp8, q_scale, kv_normed)."""
+    q8, scale = norm_quant.rmsnorm_fp8_group_quant(q, q_weight, q_eps, group_size, fp8_dtype)
+    return q8, scale, ref.aiter_rms(kv, kv_weight, kv_eps)
+
+
+def mla_dual_rms_norm_token_quant(
+    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
+    kv_eps: float, fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER HIP ``fused_qk_rmsnorm_per_token_quant``: q's fp32 norm per-token quantized (one group per
+    row), kv normed only. Returns (q_fp8, q_scale [..., 1], kv_normed)."""
+    y32 = ref.aiter_rms32(q.float(), q_weight, q_eps)
+    q8, scale = ref.group_quant32(y32, y32.shape[-1], fp8_dtype)
+    return q8, scale, ref.aiter_rms(kv, kv_weight, kv_eps)
+
+
+# -- the project's ops and vLLM's ---------------------------------------------------------------------
+
+def _dual_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+               q_eps: float, kv_eps: float) -> Any:
+    check_norm_shapes(q, q_weight)
+    check_norm_shapes(kv, kv_weight)
+    torch._check(q.shape[0] == kv.shape[0], lambda: "mla dual rms_norm: q and kv must have the same rows")
+    return q.new_empty(q.shape), kv.new_empty(kv.shape)
+
+
+def _dual_group_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                     q_eps: float, kv_eps: float, group_size: int, dtype: torch.dtype) -> Any:
+    kv_normed = _dual_fake(q, q_weight, kv, kv_weight, q_eps, kv_eps)[1]
+    return (*quant_fake(q, group_size, dtype), kv_normed)
+
+
+def _dual_token_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                     q_eps: float, kv_eps: float, dtype: torch.dtype) -> Any:
+    kv_normed = _dual_fake(q, q_weight, kv, kv_weight, q_eps, kv_eps)[1]
+    return (*token_fake(q, dtype), kv_normed)
+
+
+_DUAL_SCHEMA = "Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_eps, float kv_eps"
+OPS: tuple[OpDef, ...] = (
+    OpDef("eqsat", f"mla_dual_rms_norm({_DUAL_SCHEMA}) -> (Tensor, Tensor)",
+          lambda *a: fresh(*mla_dual_rms_norm(*a)), _dual_fake),
+    OpDef("eqsat", f"mla_dual_rms_norm_group_quant({_DUAL_SCHEMA}, SymInt group_size, ScalarType dtype)"
+          " -> (Tensor, Tensor, Tensor)", lambda *a: fresh(*mla_dual_rms_norm_group_quant(*a)), _dual_group_fake),
+    OpDef("eqsat", f"mla_dual_rms_norm_token_quant({_DUAL_SCHEMA}, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+          lambda *a: fresh(*mla_dual_rms_norm_token_quant(*a)), _dual_token_fake),
+)
+
+
+def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
+    """vLLM's MLA dual rms_norm ops (AITER HIP ``fused_qk_rmsnorm*``)."""
+
+    def dual_fake(x1: torch.Tensor, x1_weight: torch.Tensor, x2: torch.Tensor, x2_weight: torch.Tensor,
+                  x1_epsilon: float, x2_epsilon: float) -> Any:
+        return torch.empty_like(x1), torch.empty_like(x2)
+
+    def dual_token_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                        q_epsilon: float, kv_epsilon: float) -> Any:
+        mq, nq = rows(q, "fused_mla_dual_rms_norm_per_token_quant")
+        return q.new_empty((mq, nq), dtype=fp8), q.new_empty((mq, 1), dtype=F32), kv.new_empty(kv.shape)
+
+    def dual_group_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                        q_epsilon: float, kv_epsilon: float, group_size: int, transpose_scale: bool) -> Any:
+        mq, nq = rows(q, "fused_mla_dual_rms_norm_group_quant")
+        return (q.new_empty((mq, nq), dtype=fp8), q.new_empty((mq, nq // group_size), dtype=F32),
+                kv.new_empty(kv.shape))
+
+    def dual_group_needs(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                         q_epsilon: float, kv_epsilon: float, group_size: int, transpose_scale: bool) -> None:
+        divides("fused_mla_dual_rms_norm_group_quant", q.shape[-1], group_size)
+
+    def dual_group(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                   q_epsilon: float, kv_epsilon: float, group_size: int, transpose_scale: bool) -> Any:
+        q8, s, kv_normed = mla_dual_rms_norm_group_quant(q, q_weight, kv, kv_weight, q_epsilon, kv_epsilon,
+                                                         group_size, fp8)
+        return q8, aiter_transposed(s) if transpose_scale else s, kv_normed
+
+    args = "Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_epsilon, float kv_epsilon"
+    return [
+        OpDef("vllm", "fused_mla_dual_rms_norm(Tensor x1, Tensor x1_weight, Tensor x2, Tensor x2_weight,"
+              " float x1_epsilon, float x2_epsilon) -> (Tensor, Tensor)",
+              standin_kernel(dual_fake, mla_dual_rms_norm), dual_fake),
+        OpDef("vllm", f"fused_mla_dual_rms_norm_per_token_quant({args}) -> (Tensor, Tensor, Tensor)",
+              standin_kernel(dual_token_fake, lambda *a: mla_dual_rms_norm_token_quant(*a, fp8)), dual_token_fake),
+        OpDef("vllm", f"fused_mla_dual_rms_norm_group_quant({args}, SymInt group_size, bool transpose_scale)"
+              " -> (Tensor, Tensor, Tensor)", standin_kernel(dual_group_fake, dual_group, dual_group_needs),
+              dual_group_fake),
+    ]

@@ -12,6 +12,7 @@ variant writes residual_out in x's dtype, row-major, where vLLM's fake says the 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -19,7 +20,7 @@ from eqsat.core.accepts import Contiguous, DtypeIn, LastDimMultiple, OneOf, Same
 from eqsat.core.spec import (
     DimsEqual,
     KernelSpec,
-    Operand,
+    OpDef,
     Traffic,
     dtype_accepted,
     last_dim_divisible,
@@ -31,51 +32,45 @@ from eqsat.core.spec import (
     same_shape,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.library.vllm import FP8_OUT
-
-ACT_DTYPES = ("bfloat16", "float16")
-SCALE_BYTES = 4
-FP8_BYTES = 1
-
-
-def _op(a: Mapping[str, object], name: str) -> Operand:
-    value = a[name]
-    assert isinstance(value, Operand)
-    return value
-
-
-def _groups(x: Operand, g: object) -> int:
-    assert isinstance(g, int) and g > 0
-    return x.rows * -(-x.shape[-1] // g)
+from eqsat.kernels.traffic import ACT_DTYPES, operand, quant_out
+from eqsat.library import reference as ref
+from eqsat.library.define import check_norm_shapes, fresh, quant_fake
+from eqsat.library.vllm import (
+    F32,
+    FP8_OUT,
+    aiter_transposed,
+    ceil_div,
+    divides,
+    need,
+    nothing,
+    rows,
+    standin_kernel,
+)
 
 
 def _rms(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
+    x, w = operand(a, "x"), operand(a, "w")
     return Traffic(read=x.bytes + w.bytes, written=x.bytes)
 
 
 def _add_rms(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
+    x, w = operand(a, "x"), operand(a, "w")
     return Traffic(read=2 * x.bytes + w.bytes, written=2 * x.bytes)
 
 
-def _quant_out(x: Operand, g: object) -> float:
-    return x.numel * FP8_BYTES + _groups(x, g) * SCALE_BYTES
-
-
 def _quant_group(a: Mapping[str, object]) -> Traffic:
-    x = _op(a, "x")
-    return Traffic(read=x.bytes, written=_quant_out(x, a["G"]))
+    x = operand(a, "x")
+    return Traffic(read=x.bytes, written=quant_out(x, a["G"]))
 
 
 def _rms_quant(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
-    return Traffic(read=x.bytes + w.bytes, written=_quant_out(x, a["G"]))
+    x, w = operand(a, "x"), operand(a, "w")
+    return Traffic(read=x.bytes + w.bytes, written=quant_out(x, a["G"]))
 
 
 def _add_rms_quant(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
-    return Traffic(read=2 * x.bytes + w.bytes, written=x.bytes + _quant_out(x, a["G"]))
+    x, w = operand(a, "x"), operand(a, "w")
+    return Traffic(read=2 * x.bytes + w.bytes, written=x.bytes + quant_out(x, a["G"]))
 
 
 def _norm_quant_constraints(kernel: str) -> tuple[str, ...]:
@@ -151,3 +146,153 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
                  ("x", "r", "w", "eps", "G", "dt"), accepts=(LastDimMultiple("x", "G"),)),
     ),
 }
+
+
+# -- the fused kernels' arithmetic (AITER's Triton fused_rms_fp8_group_quant) -------------------------
+
+def rmsnorm_fp8_group_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER fused rms_norm + group fp8 quant of the fp32 norm (no rounding between): (q, scale)."""
+    return ref.group_quant32(ref.aiter_rms32(x.float(), weight, eps), group_size, fp8_dtype)
+
+
+def rmsnorm_add_fp8_group_quant(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor,
+    eps: float,
+    group_size: int,
+    fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER fused add + rms_norm + group fp8 quant: returns (q, residual_out, scale).
+
+    The add is in fp32; `residual_out` is the sum rounded to x.dtype and the norm sees
+    the unrounded fp32 sum.
+    """
+    inp32 = x.float() + residual.float()
+    residual_out = inp32.to(x.dtype)
+    q, scale = ref.group_quant32(ref.aiter_rms32(inp32, weight, eps), group_size, fp8_dtype)
+    return q, residual_out, scale
+
+
+# -- the project's ops ---------------------------------------------------------------------------------
+
+def _rms_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    check_norm_shapes(x, weight)
+    return x.new_empty(x.shape)
+
+
+def _add_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> Any:
+    check_norm_shapes(x, weight, residual)
+    return x.new_empty(x.shape), x.new_empty(x.shape)
+
+
+def _rms_quant_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight)
+    return quant_fake(x, group_size, dtype)
+
+
+def _add_quant_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int,
+                    dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, residual)
+    q, scale = quant_fake(x, group_size, dtype)
+    return q, x.new_empty(x.shape), scale
+
+
+OPS: tuple[OpDef, ...] = (
+    OpDef("eqsat", "rms_norm(Tensor x, Tensor weight, float eps) -> Tensor",
+          lambda x, w, eps: ref.rms_norm(x, w, eps).contiguous(), _rms_fake),
+    OpDef("eqsat", "fused_add_rms_norm(Tensor x, Tensor residual, Tensor weight, float eps) -> (Tensor, Tensor)",
+          lambda *a: fresh(*ref.fused_add_rms_norm(*a)), _add_fake),
+    OpDef("eqsat", "group_fp8_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)",
+          lambda *a: fresh(*ref.group_fp8_quant(*a)), quant_fake),
+    OpDef("eqsat", "rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float eps, SymInt group_size,"
+          " ScalarType dtype) -> (Tensor, Tensor)", lambda *a: fresh(*rmsnorm_fp8_group_quant(*a)), _rms_quant_fake),
+    OpDef("eqsat", "rmsnorm_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight, float eps,"
+          " SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+          lambda *a: fresh(*rmsnorm_add_fp8_group_quant(*a)), _add_quant_fake),
+)
+
+
+# -- vLLM's ops (eqsat.library.vllm says how a stand-in is made) ---------------------------------------
+
+def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
+    """vLLM-IR's norms (their native code is their fake, as vLLM registers them), AITER's group quant and
+    fused norm + group quants, and the ``_C`` norm and group quant read under ``auto_functionalized``."""
+
+    def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: int | None = None) -> Any:
+        return ref.rms_norm(x, weight, epsilon, variance_size)
+
+    def fused_add(x: torch.Tensor, x_residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float,
+                  variance_size: int | None = None) -> Any:
+        return ref.fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size)
+
+    def quant_fake_(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
+        m, n = rows(x, "rocm_aiter_group_fp8_quant")
+        return x.new_empty((m, n), dtype=fp8), x.new_empty((m, ceil_div(n, group_size)), dtype=F32)
+
+    def quant_needs(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> None:
+        divides("rocm_aiter_group_fp8_quant", x.shape[-1], group_size)
+        need(group_size == 128, "rocm_aiter_group_fp8_quant: AITER's per_1x128 quant takes group_size 128 only, "
+             f"got {group_size}")
+
+    def quant(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
+        q, s = ref.group_fp8_quant(x, group_size, fp8)
+        return q, aiter_transposed(s) if transpose_scale else s
+
+    def rms_fake(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int) -> Any:
+        m, n = rows(x, "rocm_aiter_rmsnorm_fp8_group_quant")
+        return torch.empty_like(x, dtype=fp8), x.new_empty((m, ceil_div(n, group_size)), dtype=F32)
+
+    def rms_needs(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int) -> None:
+        divides("rocm_aiter_rmsnorm_fp8_group_quant", x.shape[-1], group_size)
+
+    def rms(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int) -> Any:
+        return rmsnorm_fp8_group_quant(x, weight, variance_epsilon, group_size, fp8)
+
+    def add_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, variance_epsilon: float,
+                 group_size: int) -> Any:
+        m, n = rows(x, "rocm_aiter_rmsnorm_with_add_fp8_group_quant")
+        return (torch.empty_like(x, dtype=fp8), torch.empty_like(residual),
+                x.new_empty((m, ceil_div(n, group_size)), dtype=F32))
+
+    def add_needs(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, variance_epsilon: float,
+                  group_size: int) -> None:
+        divides("rocm_aiter_rmsnorm_with_add_fp8_group_quant", x.shape[-1], group_size)
+        need(residual.shape == x.shape, "rocm_aiter_rmsnorm_with_add_fp8_group_quant: residual must have x's shape")
+
+    def add(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, variance_epsilon: float,
+            group_size: int) -> Any:
+        return rmsnorm_add_fp8_group_quant(x, residual, weight, variance_epsilon, group_size, fp8)
+
+    def c_rms_norm(result: torch.Tensor, input: torch.Tensor, weight: torch.Tensor | None, epsilon: float) -> None:
+        result.copy_(ref.rms_norm(input, weight, epsilon))
+
+    def c_group_quant(input: torch.Tensor, output_q: torch.Tensor, output_s: torch.Tensor, group_size: int,
+                      eps: float, fp8_min: float, fp8_max: float, scale_ue8m0: bool,
+                      dummy_is_scale_transposed: bool, dummy_is_tma_aligned: bool) -> None:
+        if scale_ue8m0:
+            raise NotImplementedError("scale_ue8m0 stand-in")
+        g = input.float().unflatten(-1, (-1, group_size))
+        scale = g.abs().amax(-1, keepdim=True).clamp_min(eps) / fp8_max
+        output_q.copy_((g / scale).clamp(fp8_min, fp8_max).flatten(-2).to(output_q.dtype))
+        output_s.copy_(scale.squeeze(-1))
+
+    return [
+        OpDef("vllm_ir", "rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None) -> Tensor",
+              rms_norm, rms_norm),
+        OpDef("vllm_ir", "fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,"
+              " SymInt? variance_size=None) -> (Tensor, Tensor)", fused_add, fused_add),
+        OpDef("vllm", "rocm_aiter_group_fp8_quant(Tensor x, SymInt group_size, bool transpose_scale=False)"
+              " -> (Tensor, Tensor)", standin_kernel(quant_fake_, quant, quant_needs), quant_fake_),
+        OpDef("vllm", "rocm_aiter_rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float variance_epsilon,"
+              " SymInt group_size) -> (Tensor, Tensor)", standin_kernel(rms_fake, rms, rms_needs), rms_fake),
+        OpDef("vllm", "rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,"
+              " float variance_epsilon, SymInt group_size) -> (Tensor, Tensor, Tensor)",
+              standin_kernel(add_fake, add, add_needs), add_fake),
+        OpDef("_C", "rms_norm(Tensor! result, Tensor input, Tensor? weight, float epsilon) -> ()", c_rms_norm, nothing),
+        OpDef("_C", "per_token_group_fp8_quant(Tensor input, Tensor! output_q, Tensor! output_s, int group_size, "
+              "float eps, float fp8_min, float fp8_max, bool scale_ue8m0, bool dummy_is_scale_transposed, "
+              "bool dummy_is_tma_aligned) -> ()", c_group_quant, nothing),
+    ]

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from typing import Any
 
 import torch
 
@@ -36,6 +37,7 @@ from eqsat.core.accepts import Contiguous, two_d
 from eqsat.core.rule import Rule, rule
 from eqsat.core.spec import (
     KernelSpec,
+    OpDef,
     Operand,
     Traffic,
     dtype_accepted,
@@ -45,8 +47,10 @@ from eqsat.core.spec import (
     same_shape,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.norm_quant import ACT_DTYPES, _op
+from eqsat.kernels.traffic import ACT_DTYPES, operand
 from eqsat.library import reference as ref
+from eqsat.library.define import check_norm_shapes, fresh
+from eqsat.library.vllm import rows, standin_kernel
 
 MAX_BLOCK = 1 << 20  # the padded row is one Triton block: next_pow2(N_out) <= TRITON_MAX_TENSOR_NUMEL
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
@@ -54,7 +58,7 @@ _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
 
 def _padded(x: Operand, mult: object) -> int:
     assert isinstance(mult, int)
-    return ref.padded_width(x.shape[-1], mult)
+    return padded_width(x.shape[-1], mult)
 
 
 def never(a: Mapping[str, object]) -> Traffic:
@@ -64,13 +68,13 @@ def never(a: Mapping[str, object]) -> Traffic:
 
 
 def _add_rms_pad(a: Mapping[str, object]) -> Traffic:
-    x, w = _op(a, "x"), _op(a, "w")
+    x, w = operand(a, "x"), operand(a, "w")
     return Traffic(read=2 * x.bytes + w.bytes, written=x.rows * _padded(x, a["mult"]) * x.itemsize + x.bytes)
 
 
 def _pad_to(x: torch.Tensor, m: int) -> torch.Tensor:
     n = x.shape[-1]
-    return torch.nn.functional.pad(x, (0, ref.padded_width(n, m) - n))
+    return torch.nn.functional.pad(x, (0, padded_width(n, m) - n))
 
 
 def pad_constraints(kernel: str) -> tuple[str, ...]:
@@ -109,3 +113,63 @@ RULES: tuple[Rule, ...] = (
     rule("slice-of-pad", ("(= __s (PadLast x p))", *_LAST, "(> p 0)"), ("(union x (Slice __s -1 0 __n))",),
          family="views"),
 )
+
+
+# -- the fused kernel's arithmetic (AITER's Triton fused_add_rmsnorm_pad) ----------------------------
+
+def padded_width(n: int, multiple: int) -> int:
+    """``n`` rounded up to a multiple of ``multiple`` (``n`` itself when ``multiple`` <= 0)."""
+    return -(-n // multiple) * multiple if multiple > 0 else n
+
+
+def add_rmsnorm_pad(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, pad_to_multiple: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER Triton ``fused_add_rmsnorm_pad``: the fp32 sum's rms_norm, rounded once, zero-padded on the
+    right of the last dim up to a multiple of ``pad_to_multiple``. Returns (padded, residual_out)."""
+    inp32 = x.float() + residual.float()
+    normed = ref.aiter_rms32(inp32, weight, eps).to(x.dtype)
+    n = x.shape[-1]
+    return torch.nn.functional.pad(normed, (0, padded_width(n, pad_to_multiple) - n)), inp32.to(x.dtype)
+
+
+# -- the project's op and vLLM's (with the router GEMM the pattern reads, opaque to the optimizer) ----
+
+def _add_rmsnorm_pad_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                          pad_to_multiple: int) -> Any:
+    check_norm_shapes(x, weight, residual)
+    return x.new_empty([*x.shape[:-1], padded_width(x.shape[-1], pad_to_multiple)]), x.new_empty(x.shape)
+
+
+OPS: tuple[OpDef, ...] = (
+    OpDef("eqsat", "add_rmsnorm_pad(Tensor x, Tensor residual, Tensor weight, float eps, SymInt pad_to_multiple)"
+          " -> (Tensor, Tensor)", lambda *a: fresh(*add_rmsnorm_pad(*a)), _add_rmsnorm_pad_fake),
+)
+
+
+def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
+    """AITER's add + rms_norm + pad and vLLM's ROCm router GEMM."""
+
+    def add_pad_fake(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, residual: torch.Tensor,
+                     x_pad_to_multiple: int) -> Any:
+        m, n = rows(x, "rocm_aiter_triton_add_rmsnorm_pad")
+        width = padded_width(n, x_pad_to_multiple) if x_pad_to_multiple > 0 else n
+        return x.new_empty((m, width)), torch.empty_like(residual)
+
+    def add_pad(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, residual: torch.Tensor,
+                x_pad_to_multiple: int) -> Any:
+        return add_rmsnorm_pad(x, residual, weight, variance_epsilon, x_pad_to_multiple)
+
+    def gemm_fake(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
+        return x.new_empty((*x.shape[:-1], weight.shape[0]))
+
+    def gemm(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None = None) -> Any:
+        return torch.nn.functional.linear(x, weight, bias)
+
+    return [
+        OpDef("vllm", "rocm_aiter_triton_add_rmsnorm_pad(Tensor x, Tensor weight, float variance_epsilon,"
+              " Tensor residual, SymInt x_pad_to_multiple) -> (Tensor, Tensor)",
+              standin_kernel(add_pad_fake, add_pad), add_pad_fake),
+        OpDef("vllm", "rocm_unquantized_gemm(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+              standin_kernel(gemm_fake, gemm), gemm_fake),
+    ]

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -43,6 +44,7 @@ from eqsat.core.ir import dtype_name
 from eqsat.core.rule import Rule, rewrite, rule
 from eqsat.core.spec import (
     KernelSpec,
+    OpDef,
     Traffic,
     contiguous,
     dtype_accepted,
@@ -53,8 +55,10 @@ from eqsat.core.spec import (
     same_shape,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.norm_quant import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, _op
+from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, Pointwise, operand
 from eqsat.library import reference as ref
+from eqsat.library.define import check_norm_shapes, fresh, token_fake
+from eqsat.library.vllm import F32, nothing, rows, standin_kernel
 
 
 @dataclass(frozen=True)
@@ -67,22 +71,11 @@ class QuantTraffic:
     static: bool = False
 
     def __call__(self, a: Mapping[str, object]) -> Traffic:
-        x = _op(a, "x")
-        read = x.bytes * (1 + self.residual) + (_op(a, "w").bytes if self.weight else 0) \
-            + (_op(a, "s").bytes if self.static else 0)
+        x = operand(a, "x")
+        read = x.bytes * (1 + self.residual) + (operand(a, "w").bytes if self.weight else 0) \
+            + (operand(a, "s").bytes if self.static else 0)
         written = x.numel * FP8_BYTES + (0 if self.static else x.rows * SCALE_BYTES) + x.bytes * self.residual
         return Traffic(read=read, written=written)
-
-
-@dataclass(frozen=True)
-class _Pointwise:
-    """An ATen op reading x once and writing ``out`` elements per row (None: as many as x has)."""
-
-    out: int | None = None
-
-    def __call__(self, a: Mapping[str, object]) -> Traffic:
-        x = _op(a, "x")
-        return Traffic(read=x.bytes, written=x.bytes if self.out is None else x.rows * self.out * x.itemsize)
 
 
 def one_element(t: str) -> tuple[str, ...]:
@@ -120,9 +113,9 @@ def _fused(name: str, sig: str, outputs: tuple[str, ...], *, residual: bool, sta
                       dtypes=ACT_DTYPES, numerics="rounding", platforms=platforms, calibration_key=key, doc=doc)
 
 
-RECIPROCAL = KernelSpec("Reciprocal", params("x:T"), _Pointwise(), calibration_key="aten:aten.reciprocal.default",
+RECIPROCAL = KernelSpec("Reciprocal", params("x:T"), Pointwise(), calibration_key="aten:aten.reciprocal.default",
                         doc="1 / x")
-AMAX_LAST = KernelSpec("AmaxLast", params("x:T"), _Pointwise(out=1), calibration_key="aten:aten.amax.default",
+AMAX_LAST = KernelSpec("AmaxLast", params("x:T"), Pointwise(out=1), calibration_key="aten:aten.amax.default",
                        doc="max over the last dim, keepdim=False")
 
 ROWS: tuple[KernelSpec, ...] = (
@@ -250,3 +243,171 @@ RULES: tuple[Rule, ...] = (
     *(lift_quant_token(fp8, fmax) for fp8, fmax in _FP8.items()),
     *(lift_quant_static(fp8, fmax) for fp8, fmax in _FP8.items()),
 )
+
+
+# -- the fused kernels' arithmetic (AITER's CK rmsnorm2d + quant, Triton fused static quant) ----------
+
+def rmsnorm_token_fp8_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """AITER/CK fused rms_norm + per-token quant of the fp32 norm output: returns (q, scale)."""
+    y32 = ref.aiter_rms32(x.float(), weight, eps)
+    return ref.group_quant32(y32, y32.shape[-1], fp8_dtype)
+
+
+def rmsnorm_add_token_fp8_quant(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, fp8_dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """AITER/CK fused add + rms_norm + per-token quant: returns (q, residual_out, scale); fp32 add."""
+    inp32 = x.float() + residual.float()
+    q, scale = ref.group_quant32(ref.aiter_rms32(inp32, weight, eps), inp32.shape[-1], fp8_dtype)
+    return q, inp32.to(x.dtype), scale
+
+
+def rmsnorm_static_fp8_quant(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor, fp8_dtype: torch.dtype
+) -> torch.Tensor:
+    """AITER Triton ``fused_rms_fp8_per_tensor_static_quant``: static quant of the fp32 norm output."""
+    return ref.static_quant32(ref.aiter_rms32(x.float(), weight, eps), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
+
+
+def rmsnorm_add_static_fp8_quant(
+    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor,
+    fp8_dtype: torch.dtype,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The same with ``res1``: returns (q, residual_out); the add is in fp32."""
+    inp32 = x.float() + residual.float()
+    q = ref.static_quant32(ref.aiter_rms32(inp32, weight, eps), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
+    return q, inp32.to(x.dtype)
+
+
+# -- the project's ops ---------------------------------------------------------------------------------
+
+def _static_fake(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    return x.new_empty(x.shape, dtype=dtype)
+
+
+def _rms_token_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight)
+    return token_fake(x, dtype)
+
+
+def _add_rms_token_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                        dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, residual)
+    q, scale = token_fake(x, dtype)
+    return q, x.new_empty(x.shape), scale
+
+
+def _rms_static_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor,
+                     dtype: torch.dtype) -> torch.Tensor:
+    check_norm_shapes(x, weight)
+    return x.new_empty(x.shape, dtype=dtype)
+
+
+def _add_rms_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                         scale: torch.Tensor, dtype: torch.dtype) -> Any:
+    check_norm_shapes(x, weight, residual)
+    return x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape)
+
+
+OPS: tuple[OpDef, ...] = (
+    OpDef("eqsat", "token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)",
+          lambda x, dt: fresh(*ref.token_fp8_quant(x, dt)), token_fake),
+    OpDef("eqsat", "static_fp8_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor",
+          lambda x, s, dt: ref.static_fp8_quant(x, s, dt).contiguous(), _static_fake),
+    OpDef("eqsat", "vllm_token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)",
+          lambda x, dt: fresh(*ref.vllm_token_fp8_quant(x, dt)), token_fake),
+    OpDef("eqsat", "vllm_static_fp8_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor",
+          lambda x, s, dt: ref.vllm_static_fp8_quant(x, s, dt).contiguous(), _static_fake),
+    OpDef("eqsat", "rmsnorm_token_fp8_quant(Tensor x, Tensor weight, float eps, ScalarType dtype) -> (Tensor, Tensor)",
+          lambda x, w, eps, dt: fresh(*rmsnorm_token_fp8_quant(x, w, eps, dt)), _rms_token_fake),
+    OpDef("eqsat", "rmsnorm_add_token_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps,"
+          " ScalarType dtype) -> (Tensor, Tensor, Tensor)",
+          lambda x, r, w, eps, dt: fresh(*rmsnorm_add_token_fp8_quant(x, r, w, eps, dt)), _add_rms_token_fake),
+    OpDef("eqsat", "rmsnorm_static_fp8_quant(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType dtype)"
+          " -> Tensor", lambda x, w, eps, s, dt: rmsnorm_static_fp8_quant(x, w, eps, s, dt).contiguous(),
+          _rms_static_fake),
+    OpDef("eqsat", "rmsnorm_add_static_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps,"
+          " Tensor scale, ScalarType dtype) -> (Tensor, Tensor)",
+          lambda x, r, w, eps, s, dt: fresh(*rmsnorm_add_static_fp8_quant(x, r, w, eps, s, dt)),
+          _add_rms_static_fake),
+)
+
+
+# -- vLLM's ops ------------------------------------------------------------------------------------------
+
+def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
+    """AITER's per-token and static quants (functional and mutating) and their fused rms_norm forms, and
+    the ``_C`` per-token and static quants (vLLM's bound: 224 on e4m3fnuz) read under ``auto_functionalized``."""
+
+    def per_token_fake(x: torch.Tensor, quant_dtype: torch.dtype, scale: torch.Tensor | None = None) -> Any:
+        return x.new_empty(x.shape, dtype=quant_dtype), x.new_empty((*x.shape[:-1], 1), dtype=F32)
+
+    def per_token(x: torch.Tensor, quant_dtype: torch.dtype, scale: torch.Tensor | None = None) -> Any:
+        return ref.token_fp8_quant(x, quant_dtype)  # a given `scale` buffer is not written: no aliasing
+
+    def per_tensor(out: torch.Tensor, x: torch.Tensor, scale: torch.Tensor, is_dynamic: bool) -> None:
+        if is_dynamic:
+            amax = x.abs().amax().float().clamp_min(ref.AMAX_FLOOR)
+            scale.copy_((amax / torch.finfo(out.dtype).max).reshape(scale.shape))
+        out.copy_(ref.static_fp8_quant(x, scale, out.dtype))
+
+    def rms_dyn_fake(x: torch.Tensor, weight: torch.Tensor, epsilon: float, quant_dtype: torch.dtype) -> Any:
+        return x.new_empty(x.shape, dtype=quant_dtype), x.new_empty((x.shape[0], 1), dtype=F32)
+
+    def ck_rows(x: torch.Tensor, *args: Any) -> None:  # CK's rmsnorm2d kernels: rows of a 2-D x
+        rows(x, "rmsnorm2d_fwd_with_(add_)dynamicquant", "AITER's CK kernel")
+
+    def add_rms_dyn_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float,
+                         quant_dtype: torch.dtype) -> Any:
+        return (x.new_empty(x.shape, dtype=quant_dtype), torch.empty_like(x), x.new_empty((x.shape[0], 1), dtype=F32))
+
+    def rms_static_fake(x: torch.Tensor, weight: torch.Tensor, epsilon: float, scale: torch.Tensor,
+                        quant_dtype: torch.dtype) -> Any:
+        return torch.empty_like(x, dtype=quant_dtype)
+
+    def triton_rows(x: torch.Tensor, *args: Any) -> None:  # AITER's Triton fused norm kernels: 2-D rows
+        rows(x, "fused_rms_fp8_per_tensor_static_quant", "AITER's Triton kernel")
+
+    def add_rms_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, epsilon: float,
+                            scale: torch.Tensor, quant_dtype: torch.dtype) -> Any:
+        return torch.empty_like(x, dtype=quant_dtype), torch.empty_like(residual)
+
+    def c_per_token(result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor,
+                    scale_ub: torch.Tensor | None) -> None:
+        if scale_ub is not None:
+            raise NotImplementedError("scale_ub stand-in")
+        fmax = ref.vllm_fp8_max(result.dtype)
+        s = (input.abs().amax(-1, keepdim=True).float() / fmax).clamp_min(1.0 / (fmax * 512.0))
+        result.copy_((input.float() / s).clamp(-fmax, fmax).to(result.dtype))  # divides, as the kernel does
+        scale.copy_(s.reshape(scale.shape))
+
+    def c_static(result: torch.Tensor, input: torch.Tensor, scale: torch.Tensor,
+                 group_shape: list[int] | None = None) -> None:
+        if group_shape is not None and tuple(group_shape) != (-1, -1):
+            raise NotImplementedError("group-shaped static scale stand-in")
+        result.copy_(ref.vllm_static_fp8_quant(input, scale, result.dtype))
+
+    return [
+        OpDef("vllm", "rocm_aiter_per_token_quant(Tensor x, ScalarType quant_dtype, Tensor? scale=None)"
+              " -> (Tensor, Tensor)", standin_kernel(per_token_fake, per_token), per_token_fake),
+        OpDef("vllm", "rocm_aiter_per_tensor_quant(Tensor(a0!) out, Tensor x, Tensor(a2!) scale, bool is_dynamic)"
+              " -> ()", per_tensor, nothing),
+        OpDef("vllm", "rocm_aiter_rmsnorm_fused_dynamic_quant(Tensor x, Tensor weight, float epsilon,"
+              " ScalarType quant_dtype) -> (Tensor, Tensor)",
+              standin_kernel(rms_dyn_fake, rmsnorm_token_fp8_quant, ck_rows), rms_dyn_fake),
+        OpDef("vllm", "rocm_aiter_rmsnorm_fused_add_dynamic_quant(Tensor x, Tensor residual, Tensor weight,"
+              " float epsilon, ScalarType quant_dtype) -> (Tensor, Tensor, Tensor)",
+              standin_kernel(add_rms_dyn_fake, rmsnorm_add_token_fp8_quant, ck_rows), add_rms_dyn_fake),
+        OpDef("vllm", "rocm_aiter_fused_rms_fp8_per_tensor_static_quant(Tensor x, Tensor weight, float epsilon,"
+              " Tensor scale, ScalarType quant_dtype) -> Tensor",
+              standin_kernel(rms_static_fake, rmsnorm_static_fp8_quant, triton_rows), rms_static_fake),
+        OpDef("vllm", "rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant(Tensor x, Tensor residual,"
+              " Tensor weight, float epsilon, Tensor scale, ScalarType quant_dtype) -> (Tensor, Tensor)",
+              standin_kernel(add_rms_static_fake, rmsnorm_add_static_fp8_quant, triton_rows), add_rms_static_fake),
+        OpDef("_C", "dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale,"
+              " Tensor? scale_ub) -> ()", c_per_token, nothing),
+        OpDef("_C", "static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale, int[]? group_shape=None)"
+              " -> ()", c_static, nothing),
+    ]

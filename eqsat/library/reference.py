@@ -30,14 +30,14 @@ AMAX_FLOOR = 1e-10
 """AITER's lower bound on a group's amax (applied before dividing by FMAX)."""
 
 
-def _normalize32(x32: torch.Tensor, eps: float, variance_size: int | None = None) -> torch.Tensor:
+def normalize32(x32: torch.Tensor, eps: float, variance_size: int | None = None) -> torch.Tensor:
     """x32 * rsqrt(mean(x32[..., :variance_size]**2) + eps), all in fp32."""
     xv = x32 if variance_size is None else x32[..., :variance_size]
     var = xv.pow(2).mean(dim=-1, keepdim=True)
     return x32 * torch.rsqrt(var + eps)
 
 
-def _ir_weight(y32: torch.Tensor, weight: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
+def ir_weight(y32: torch.Tensor, weight: torch.Tensor | None, out_dtype: torch.dtype) -> torch.Tensor:
     """vLLM-IR tail: round to the weight dtype, multiply there, round to the output dtype."""
     if weight is None:
         return y32.to(out_dtype)
@@ -48,7 +48,7 @@ def rms_norm(
     x: torch.Tensor, weight: torch.Tensor | None, eps: float, variance_size: int | None = None
 ) -> torch.Tensor:
     """vLLM-IR `rms_norm` (native impl); `variance_size` limits the variance to the first columns."""
-    return _ir_weight(_normalize32(x.float(), eps, variance_size), weight, x.dtype)
+    return ir_weight(normalize32(x.float(), eps, variance_size), weight, x.dtype)
 
 
 def fused_add_rms_norm(
@@ -65,20 +65,20 @@ def fused_add_rms_norm(
     """
     s32 = x.float() + residual.float()
     residual_out = s32.to(x.dtype)  # fresh even for fp32 x: s32 itself is a new tensor
-    return _ir_weight(_normalize32(s32, eps, variance_size), weight, x.dtype), residual_out
+    return ir_weight(normalize32(s32, eps, variance_size), weight, x.dtype), residual_out
 
 
-def _check_groups(n: int, group_size: int) -> None:
+def check_groups(n: int, group_size: int) -> None:
     if group_size <= 0 or n % group_size != 0:
         raise ValueError(f"last dim {n} is not a positive multiple of group_size {group_size}")
 
 
-def _group_quant32(
+def group_quant32(
     y32: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """AITER `_fp8_quant_op` on an fp32 tensor: 1 x group_size groups along the last dim."""
     n = y32.shape[-1]
-    _check_groups(n, group_size)
+    check_groups(n, group_size)
     fmax = torch.finfo(fp8_dtype).max
     groups = y32.reshape(*y32.shape[:-1], n // group_size, group_size)
     amax = groups.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
@@ -94,39 +94,13 @@ def group_fp8_quant(
 
     Raises ValueError unless the last dim is a multiple of `group_size`.
     """
-    return _group_quant32(x.float(), group_size, fp8_dtype)
+    return group_quant32(x.float(), group_size, fp8_dtype)
 
 
-def _aiter_rms32(inp32: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def aiter_rms32(inp32: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """AITER `_rmsmorm_op`: (x * rsqrt(sum(x^2)/N + eps)) * w, fp32 throughout, no rounding."""
     r = torch.rsqrt(inp32.pow(2).sum(dim=-1, keepdim=True) / inp32.shape[-1] + eps)
     return inp32 * r * weight.float()
-
-
-def rmsnorm_fp8_group_quant(
-    x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, fp8_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER fused rms_norm + group fp8 quant: returns (q, scale)."""
-    return _group_quant32(_aiter_rms32(x.float(), weight, eps), group_size, fp8_dtype)
-
-
-def rmsnorm_add_fp8_group_quant(
-    x: torch.Tensor,
-    residual: torch.Tensor,
-    weight: torch.Tensor,
-    eps: float,
-    group_size: int,
-    fp8_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """AITER fused add + rms_norm + group fp8 quant: returns (q, residual_out, scale).
-
-    The add is in fp32; `residual_out` is the sum rounded to x.dtype and the norm sees
-    the unrounded fp32 sum.
-    """
-    inp32 = x.float() + residual.float()
-    residual_out = inp32.to(x.dtype)
-    q, scale = _group_quant32(_aiter_rms32(inp32, weight, eps), group_size, fp8_dtype)
-    return q, residual_out, scale
 
 
 def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
@@ -135,22 +109,13 @@ def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.silu(x[..., :d]) * x[..., d:]
 
 
-def silu_mul_fp8_group_quant(
-    x: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER ``act_mul_and_fp8_group_quant(silu)``: silu(a) * b in fp32, no rounding, then group quant."""
-    d = x.shape[-1] // 2
-    a, b = x[..., :d].float(), x[..., d:].float()
-    return _group_quant32(a * torch.sigmoid(a) * b, group_size, fp8_dtype)
-
-
 def token_fp8_quant(x: torch.Tensor, fp8_dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     """AITER per-token dynamic fp8 quant: the group quant with one group per row (same amax floor,
     FMAX = finfo max, reciprocal multiply); returns (q like x, fp32 scale [..., 1])."""
-    return _group_quant32(x.float(), x.shape[-1], fp8_dtype)
+    return group_quant32(x.float(), x.shape[-1], fp8_dtype)
 
 
-def _static_quant32(y32: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype, fmax: float) -> torch.Tensor:
+def static_quant32(y32: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype, fmax: float) -> torch.Tensor:
     """``cast(clamp(y32 * (1 / scale), -fmax, fmax))``; ``scale`` must hold exactly one element."""
     inv = torch.reciprocal(scale.float().reshape(()))
     return (y32 * inv).clamp(-fmax, fmax).to(fp8_dtype)
@@ -158,7 +123,7 @@ def _static_quant32(y32: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dty
 
 def static_fp8_quant(x: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
     """AITER static per-tensor fp8 quant with a one-element fp32 ``scale`` and FMAX = finfo max."""
-    return _static_quant32(x.float(), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
+    return static_quant32(x.float(), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
 
 
 VLLM_FP8_MAX = {torch.float8_e4m3fnuz: 224.0}
@@ -180,119 +145,24 @@ def vllm_token_fp8_quant(x: torch.Tensor, fp8_dtype: torch.dtype) -> tuple[torch
 
 def vllm_static_fp8_quant(x: torch.Tensor, scale: torch.Tensor, fp8_dtype: torch.dtype) -> torch.Tensor:
     """vLLM's native static per-tensor quant: as ``static_fp8_quant`` but clamped to ``vllm_fp8_max``."""
-    return _static_quant32(x.float(), scale, fp8_dtype, vllm_fp8_max(fp8_dtype))
+    return static_quant32(x.float(), scale, fp8_dtype, vllm_fp8_max(fp8_dtype))
 
 
-def rmsnorm_token_fp8_quant(
-    x: torch.Tensor, weight: torch.Tensor, eps: float, fp8_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER/CK fused rms_norm + per-token quant of the fp32 norm output: returns (q, scale)."""
-    y32 = _aiter_rms32(x.float(), weight, eps)
-    return _group_quant32(y32, y32.shape[-1], fp8_dtype)
-
-
-def rmsnorm_add_token_fp8_quant(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, fp8_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """AITER/CK fused add + rms_norm + per-token quant: returns (q, residual_out, scale); fp32 add."""
-    inp32 = x.float() + residual.float()
-    q, scale = _group_quant32(_aiter_rms32(inp32, weight, eps), inp32.shape[-1], fp8_dtype)
-    return q, inp32.to(x.dtype), scale
-
-
-def rmsnorm_static_fp8_quant(
-    x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor, fp8_dtype: torch.dtype
-) -> torch.Tensor:
-    """AITER Triton ``fused_rms_fp8_per_tensor_static_quant``: static quant of the fp32 norm output."""
-    return _static_quant32(_aiter_rms32(x.float(), weight, eps), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
-
-
-def rmsnorm_add_static_fp8_quant(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor,
-    fp8_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The same with ``res1``: returns (q, residual_out); the add is in fp32."""
-    inp32 = x.float() + residual.float()
-    q = _static_quant32(_aiter_rms32(inp32, weight, eps), scale, fp8_dtype, torch.finfo(fp8_dtype).max)
-    return q, inp32.to(x.dtype)
-
-
-def _aiter_rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def aiter_rms(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """AITER's rms_norm rounded once, to x.dtype (no rounding before the weight multiply)."""
-    return _aiter_rms32(x.float(), weight, eps).to(x.dtype)
-
-
-def mla_dual_rms_norm(
-    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float, kv_eps: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER HIP ``fused_qk_rmsnorm``: two independent rms_norms in one launch, each in fp32 and
-    rounded once to its input's dtype. Returns (q_normed, kv_normed)."""
-    return _aiter_rms(q, q_weight, q_eps), _aiter_rms(kv, kv_weight, kv_eps)
-
-
-def mla_dual_rms_norm_group_quant(
-    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
-    kv_eps: float, group_size: int, fp8_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """AITER HIP ``fused_qk_rmsnorm_group_quant``: q's fp32 norm group-quantized (no bf16 rounding),
-    kv normed only. Returns (q_fp8, q_scale, kv_normed)."""
-    q8, scale = rmsnorm_fp8_group_quant(q, q_weight, q_eps, group_size, fp8_dtype)
-    return q8, scale, _aiter_rms(kv, kv_weight, kv_eps)
-
-
-def mla_dual_rms_norm_token_quant(
-    q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
-    kv_eps: float, fp8_dtype: torch.dtype,
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """AITER HIP ``fused_qk_rmsnorm_per_token_quant``: q's fp32 norm per-token quantized (one group per
-    row), kv normed only. Returns (q_fp8, q_scale [..., 1], kv_normed)."""
-    y32 = _aiter_rms32(q.float(), q_weight, q_eps)
-    q8, scale = _group_quant32(y32, y32.shape[-1], fp8_dtype)
-    return q8, scale, _aiter_rms(kv, kv_weight, kv_eps)
-
-
-def padded_width(n: int, multiple: int) -> int:
-    """``n`` rounded up to a multiple of ``multiple`` (``n`` itself when ``multiple`` <= 0)."""
-    return -(-n // multiple) * multiple if multiple > 0 else n
-
-
-def add_rmsnorm_pad(
-    x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, pad_to_multiple: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER Triton ``fused_add_rmsnorm_pad``: the fp32 sum's rms_norm, rounded once, zero-padded on the
-    right of the last dim up to a multiple of ``pad_to_multiple``. Returns (padded, residual_out)."""
-    inp32 = x.float() + residual.float()
-    normed = _aiter_rms32(inp32, weight, eps).to(x.dtype)
-    n = x.shape[-1]
-    return torch.nn.functional.pad(normed, (0, padded_width(n, pad_to_multiple) - n)), inp32.to(x.dtype)
+    return aiter_rms32(x.float(), weight, eps).to(x.dtype)
 
 
 def rms_norm_gated(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     """vLLM ``RMSNormGated`` (norm_before_gate, silu gate, no group) over the last dim, as its native
     code computes it: ``x32 * rsqrt(mean(x32^2) + eps) * float(w)``, times ``z32 / (1 + exp(-z32))``,
     all fp32, rounded once to x.dtype."""
-    return _gated32(x, z, weight, eps).to(x.dtype)
+    return rms_norm_gated32(x, z, weight, eps).to(x.dtype)
 
 
-def _gated32(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+def rms_norm_gated32(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     z32 = z.float()
-    return _normalize32(x.float(), eps) * weight.float() * (z32 / (1 + torch.exp(-z32)))
-
-
-def rms_norm_gated_fp8_group_quant(
-    x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, fp8_dtype: torch.dtype
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER Triton ``fused_rms_gated_fp8_group_quant``: the fp32 gated norm (no bf16 rounding), group
-    quantized with vLLM's bounds (``vllm_fp8_max``: 224 on e4m3fnuz), the scale floored at
-    1 / (FMAX * 512) and a true division by it. Returns (q like x, fp32 scale [..., N // group_size])."""
-    y32 = _gated32(x, z, weight, eps)
-    n = y32.shape[-1]
-    _check_groups(n, group_size)
-    fmax = vllm_fp8_max(fp8_dtype)
-    groups = y32.reshape(*y32.shape[:-1], n // group_size, group_size)
-    scale = (groups.abs().amax(dim=-1, keepdim=True) / fmax).clamp_min(1.0 / (fmax * 512.0))
-    q = (groups / scale).clamp(-fmax, fmax).to(fp8_dtype)
-    return q.reshape(y32.shape), scale.squeeze(-1)
+    return normalize32(x.float(), eps) * weight.float() * (z32 / (1 + torch.exp(-z32)))
 
 
 def _dequant(q: torch.Tensor, scale: torch.Tensor, group_size: int) -> torch.Tensor:

@@ -1,49 +1,42 @@
-"""Stand-ins for the vLLM 0.33.0 ops the ROCm/AITER fusion pass matches and emits, as vLLM defines them.
+"""What every stand-in for a vLLM 0.33.0 op shares: the platform fp8 dtype and how a stand-in is made.
 
-``register_vllm_standins()`` defines, with vLLM's namespaces and schema strings, each op of
-``eqsat.library.vllm_ops`` that this process lacks: the ``vllm_ir`` norms, the AITER ops
-(norm / group / per-token / static quants, their fused forms, the gated norm, silu + quant, the MLA
-dual norms, add + norm + pad, the router GEMM) and the ``_C`` ops read under ``auto_functionalized``.
-``make test-vllm`` compares each with vLLM's own registration (schema, fake outputs or errors on
-2-D and 3-D inputs).
-
-Invariants:
-- An op that already exists (the real vLLM imported first registers its ``vllm_ir`` ops) is never
-  redefined or overridden; only missing ones are added.
-- A stand-in is never more permissive than vLLM's op: its fake is written as vLLM writes it (the AITER
-  fakes unpack ``M, N = x.shape``, so they are 2-D), and its kernel (an ``eqsat.library.reference``
-  function) first checks what vLLM's fake and AITER's kernel require (``standin_checks``).
-- The fp8 dtype (vLLM's ``FP8_DTYPE``, the platform's) is fixed by the first call that defines a
-  quant op (default e4m3fnuz, gfx942 / MI300X); later calls cannot change it (``standin_fp8_dtype``).
+vLLM's AITER ops exist only on ROCm builds; each kernel module declares stand-ins for the ones it
+reads or writes (``vllm_standins(fp8)``), with vLLM's schema strings, fakes written as vLLM writes them
+(the AITER fakes unpack ``M, N = x.shape``: 2-D only) and a kernel that is never more permissive:
+:func:`standin_kernel` runs the fake on the real inputs first (its checks, its output layout), then what
+AITER's kernel requires beyond it, then fills the outputs from the module's reference function.
+``eqsat.kernels.torch_ops.register_vllm_standins`` registers them. The fp8 dtype (vLLM's
+``FP8_DTYPE``, the platform's) is fixed by the first registration that defines a quant op.
 """
 
 from __future__ import annotations
 
-import importlib.util
 import sys
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from eqsat.core.accepts import Produces
-from eqsat.library.eqsat_ops import define_op
-from eqsat.library.vllm_ops import standin_table
 
-# The Library objects that own the stand-in definitions. A Library removes all of its registrations
-# when it is garbage-collected, so these must stay referenced for the life of the process; the dict
-# is carried over if this module is reloaded so that a reload cannot drop live ops.
-_LIBS: dict[str, torch.library.Library] = globals().get("_LIBS", {})
 _STATE: dict[str, torch.dtype] = globals().get("_STATE", {})
+F32 = torch.float32
 
 
 def standin_fp8_dtype() -> torch.dtype | None:
-    """The fp8 dtype of the quant stand-ins this module defined, or None if it defined none."""
+    """The fp8 dtype of the quant stand-ins this process defined, or None if it defined none."""
     return _STATE.get("fp8_dtype")
 
 
+def fix_fp8_dtype(fp8: torch.dtype) -> None:
+    """Record the fp8 dtype the quant stand-ins were defined with (the first registration's)."""
+    _STATE.setdefault("fp8_dtype", fp8)
+
+
 def vllm_fp8_dtype() -> torch.dtype | None:
-    """The fp8 dtype vLLM's AITER ops produce in this process: the stand-ins' where this module
-    defined them, else vLLM's own platform dtype (``FP8_DTYPE`` of ``vllm._aiter_ops``, once vLLM has
-    imported it); None when neither is known."""
+    """The fp8 dtype vLLM's AITER ops produce in this process: the stand-ins' where this process defined
+    them, else vLLM's own platform dtype (``FP8_DTYPE`` of ``vllm._aiter_ops``, once vLLM has imported
+    it); None when neither is known."""
     mine = standin_fp8_dtype()
     if mine is not None:
         return mine
@@ -55,15 +48,53 @@ FP8_OUT = Produces("dt", vllm_fp8_dtype)
 """The requirement of every vLLM op that quantizes to the platform's fp8 (it takes no dtype)."""
 
 
-def register_vllm_standins(fp8_dtype: torch.dtype = torch.float8_e4m3fnuz) -> None:
-    """Define whichever of the vLLM ops are missing; a no-op once they all exist.
+def rows(x: torch.Tensor, op: str, who: str = "vLLM's fake") -> tuple[Any, Any]:
+    """``M, N = x.shape`` as vLLM's AITER fakes (or ``who``: AITER's kernel) unpack it: the same
+    ValueError for any rank but 2."""
+    if x.dim() != 2:
+        want = "too many" if x.dim() > 2 else "not enough"
+        raise ValueError(f"{op}: {want} values to unpack (expected 2): {who} takes a 2-D x, got shape {tuple(x.shape)}")
+    return x.shape[0], x.shape[1]
 
-    ``fp8_dtype`` is the platform fp8 dtype of the quant stand-ins; only the first call that defines
-    them uses it (query the result with ``standin_fp8_dtype``).
-    """
-    if importlib.util.find_spec("vllm") is not None:
-        import vllm.ir  # noqa: F401  (the real vllm_ir ops first: a stand-in must never shadow them)
-    fp8 = _STATE.get("fp8_dtype", fp8_dtype)
-    for op in standin_table(fp8):
-        if define_op(_LIBS, op.namespace, op.schema, op.kernel, op.fake) and op.namespace == "vllm":
-            _STATE["fp8_dtype"] = fp8
+
+def ceil_div(n: Any, g: Any) -> Any:
+    return (n + g - 1) // g
+
+
+def aiter_transposed(s: torch.Tensor) -> torch.Tensor:
+    """A ``transpose_scale=True`` scale as AITER returns it: the column-major data of ``s`` read as a
+    row-major tensor of ``s``'s shape (the GEMM that reads it knows; an element is not ``s``'s)."""
+    return s.transpose(0, 1).contiguous().view(s.shape)
+
+
+def need(ok: bool, message: str) -> None:
+    if not ok:
+        raise ValueError(message)
+
+
+def divides(op: str, n: Any, g: int) -> None:
+    need(g > 0 and n % g == 0, f"{op}: the last dim {n} must be a multiple of group_size {g}")
+
+
+def standin_kernel(fake: Callable[..., Any], compute: Callable[..., Any],
+                   needs: Callable[..., None] | None = None) -> Callable[..., Any]:
+    """A stand-in kernel: vLLM's fake on the real inputs (its checks, its output layout), AITER's
+    further requirements ``needs``, then the reference values copied into the fake's outputs."""
+
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        outs = fake(*args, **kwargs)
+        if needs is not None:
+            needs(*args, **kwargs)
+        got = compute(*args, **kwargs)
+        if isinstance(outs, torch.Tensor):
+            return outs.copy_(got)
+        for o, g in zip(outs, got, strict=True):
+            o.copy_(g)
+        return outs
+
+    return kernel
+
+
+def nothing(*args: Any) -> None:
+    """The fake of a mutating op that returns nothing."""
+    return None

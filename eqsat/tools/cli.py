@@ -76,7 +76,7 @@ def load_graph(spec: str, inputs_spec: str | None = None) -> fx.GraphModule:
     """``GRAPH.json`` -> the saved graph; ``FILE.py:fn`` -> ``fn`` traced on its example inputs."""
     if spec.endswith(".json"):
         from eqsat import graphfile
-        from eqsat.library.vllm import register_vllm_standins
+        from eqsat.kernels.torch_ops import register_vllm_standins
 
         register_vllm_standins()
         try:

@@ -21,8 +21,8 @@ from torch import nn
 
 import eqsat
 from eqsat.fx.capture import copy_graph
+from eqsat.kernels.torch_ops import register_vllm_standins
 from eqsat.library.reference import fp8_step_error
-from eqsat.library.vllm import register_vllm_standins
 
 HIDDEN, GROUP, TOKENS = 512, 128, 16
 FP8_STEP_TOLERANCE = 1.25  # fp8 steps at the larger magnitude: a fused kernel skips a bf16 rounding

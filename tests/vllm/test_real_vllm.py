@@ -22,9 +22,10 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this venv; `make te
 
 import torch  # noqa: E402
 
-from eqsat.library import vllm as vllm_standins  # noqa: E402
+from eqsat.kernels.torch_ops import register_vllm_standins  # noqa: E402
+from eqsat.library import define as library  # noqa: E402
 
-if "vllm_ir" in vllm_standins._LIBS:
+if "vllm_ir" in library._LIBS:
     pytest.skip("eqsat's vllm_ir stand-ins were registered before vLLM was imported (tests/conftest.py "
                 "calls register_vllm_standins() when it is loaded), so vLLM cannot register its real "
                 "vllm_ir ops in this process (duplicate-definition RuntimeError). Import vLLM first: "
@@ -52,7 +53,7 @@ from eqsat.library import reference as ref  # noqa: E402
 from eqsat.pass_ import range_sizes  # noqa: E402
 from eqsat.vllm import VllmEqSatPass  # noqa: E402
 
-vllm_standins.register_vllm_standins()
+register_vllm_standins()
 
 KEY = "post_grad_custom_post_pass"
 AITER_OPS = ("rocm_aiter_group_fp8_quant", "rocm_aiter_rmsnorm_fp8_group_quant",
@@ -126,7 +127,7 @@ FUSED = {"vllm.rocm_aiter_rmsnorm_fp8_group_quant.default",
 
 
 def test_standins_keep_the_real_vllm_ir_ops():
-    assert "vllm_ir" not in vllm_standins._LIBS
+    assert "vllm_ir" not in library._LIBS
     for op in ("rms_norm", "fused_add_rms_norm"):
         where = torch._C._dispatch_dump(f"vllm_ir::{op}")
         assert "vllm/ir/op.py" in where and "eqsat" not in where, where
@@ -134,7 +135,7 @@ def test_standins_keep_the_real_vllm_ir_ops():
     # other platforms), so here the stand-ins define them, with vLLM's schemas.
     assert not current_platform.is_rocm()
     for op in AITER_OPS:
-        assert "eqsat/library/eqsat_ops.py" in torch._C._dispatch_dump(f"vllm::{op}")
+        assert "eqsat/library/define.py" in torch._C._dispatch_dump(f"vllm::{op}")
     x, _, w, _ = inputs(4)
     torch.testing.assert_close(torch.ops.vllm_ir.rms_norm(x, w, EPS), ref.rms_norm(x, w, EPS).to(x.dtype))
 
@@ -298,7 +299,7 @@ def test_a_dump_taken_inside_vllm_replays_offline_without_vllm(tmp_path):
     assert chosen == {"K_rmsnorm_fp8_group_quant": 1, "K_rmsnorm_add_fp8_group_quant": 1}
     (saved,) = tmp_path.glob("graph_*/before.json")
     replay = ("import json, sys, eqsat; from eqsat import graphfile; "
-              "from eqsat.library.vllm import register_vllm_standins; register_vllm_standins(); "
+              "from eqsat.kernels.torch_ops import register_vllm_standins; register_vllm_standins(); "
               "gm = graphfile.load(sys.argv[1]); "
               "assert not hasattr(__import__('torch').ops.vllm_ir, 'gelu_and_mul_sparse'); "
               "r = eqsat.optimize(gm, profile='mi300x', sizes=256, strict=True); "

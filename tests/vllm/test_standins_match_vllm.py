@@ -31,10 +31,12 @@ import torch  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.library import infer_schema  # noqa: E402
 
-from eqsat.library import vllm as vllm_standins  # noqa: E402
-from eqsat.library.vllm_ops import StandIn, standin_table  # noqa: E402
+from eqsat.core.spec import OpDef as StandIn  # noqa: E402
+from eqsat.kernels.torch_ops import register_vllm_standins, vllm_standin_ops  # noqa: E402
+from eqsat.library import define as library  # noqa: E402
+from eqsat.library.vllm import standin_fp8_dtype  # noqa: E402
 
-if "vllm_ir" in vllm_standins._LIBS:
+if "vllm_ir" in library._LIBS:
     pytest.skip("eqsat's vllm_ir stand-ins were registered before vLLM was imported, so vLLM cannot "
                 "register its own ops in this process; `make test-vllm` runs `pytest -p vllm.ir tests/vllm`",
                 allow_module_level=True)
@@ -44,12 +46,12 @@ import vllm._aiter_ops as aiter  # noqa: E402
 import eqsat  # noqa: E402
 from benchmarks.graphs import models  # noqa: E402
 
-vllm_standins.register_vllm_standins()
-FP8 = vllm_standins.standin_fp8_dtype()
+register_vllm_standins()
+FP8 = standin_fp8_dtype()
 assert FP8 is not None, "register_vllm_standins() defined no vllm:: quant stand-in"
 BF16, F32 = torch.bfloat16, torch.float32
-VLLM_OPS: dict[str, StandIn] = {op.name: op for op in standin_table(FP8) if op.namespace == "vllm"}
-IR_OPS: dict[str, StandIn] = {op.name: op for op in standin_table(FP8) if op.namespace == "vllm_ir"}
+VLLM_OPS: dict[str, StandIn] = {op.name: op for op in vllm_standin_ops(FP8) if op.namespace == "vllm"}
+IR_OPS: dict[str, StandIn] = {op.name: op for op in vllm_standin_ops(FP8) if op.namespace == "vllm_ir"}
 # The two stand-ins vLLM registers outside _aiter_ops: the module and its (impl, fake) functions.
 EXTRA = {"rocm_unquantized_gemm": ("vllm.model_executor.layers.utils", "rocm_unquantized_gemm_impl",
                                    "rocm_unquantized_gemm_fake"),
@@ -138,9 +140,9 @@ def assert_standins_in_place() -> None:
     module's, shadows it)."""
     for name in VLLM_OPS:
         dump = torch._C._dispatch_dump(f"vllm::{name}")
-        assert "eqsat/library/eqsat_ops.py" in dump and __file__ not in dump, dump
+        assert "eqsat/library/define.py" in dump and __file__ not in dump, dump
         kernel = torch._library.simple_registry.singleton.find(f"vllm::{name}").fake_impl.kernel
-        assert kernel is not None and "eqsat/library/eqsat_ops.py" in kernel.source, (name, kernel)
+        assert kernel is not None and "eqsat/library/define.py" in kernel.source, (name, kernel)
 
 
 @pytest.fixture(scope="module")

@@ -23,10 +23,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 GROUPS: dict[str, tuple[str, ...]] = {
-    "catalog": ("eqsat/core/spec.py", "eqsat/kernels/catalog.py", "eqsat/kernels/norm_quant.py",
-                "eqsat/kernels/act_quant.py", "eqsat/kernels/token_static.py", "eqsat/kernels/mla.py",
-                "eqsat/kernels/pad.py", "eqsat/kernels/gated.py", "eqsat/kernels/inductor.py",
-                "eqsat/kernels/aten_ops.py", "eqsat/kernels/traffic.py", "eqsat/core/accepts.py"),
+    "catalog": ("eqsat/core/spec.py", "eqsat/kernels/catalog.py", "eqsat/kernels/families/norm_quant.py",
+                "eqsat/kernels/families/act_quant.py", "eqsat/kernels/families/token_static.py", "eqsat/kernels/families/mla.py",
+                "eqsat/kernels/families/pad.py", "eqsat/kernels/families/gated.py", "eqsat/kernels/inductor.py",
+                "eqsat/kernels/families/aten_ops.py", "eqsat/kernels/traffic.py", "eqsat/core/accepts.py"),
     "rules": ("eqsat/core/rule.py", "rewrites/views.py", "rewrites/layout.py", "rewrites/lift.py",
               "rewrites/kernels.py", "rewrites/schedule.py"),
     "binding": ("eqsat/core/spelling.py", "eqsat/fx/bind.py", "eqsat/kernels/vocabularies.py"),

@@ -6,7 +6,12 @@ e-node (one that is no FX node's own term) is a candidate only where emit can wr
   and that spelling's ``accepts`` (``eqsat.core.accepts``) must hold on the facts of its arguments,
   or, where no vocabulary spells the row, an ``expand`` to inline;
 - a reshape needs a shape emit can spell (``fx_out.shape_arg``);
-- it is not ``banned`` (a site emit could not write: ``fx_out.SiteError``).
+- it is not ``banned`` (a site emit could not write: ``fx_out.SiteError``);
+- its row runs on the profile's ``platform`` (a kernel with no implementation there is no candidate),
+  and a fused row's GPU implementation can load where the graph runs on a GPU (``gpu_kernels``);
+- a row that fuses nothing (a lifted rms_norm, quant, ...) is written only in a vocabulary of the
+  graph's own, unless ``standalone_lifts``: alone it moves the bytes Inductor's code for the native
+  chain moves, and as an opaque op it stops Inductor fusing that chain with its neighbours.
 The input graph's own e-nodes are always candidates: the graph runs as it is. ``why_not`` says in
 words why an e-node is no candidate (``explain`` prints it). ``hypothetical``: a row no vocabulary
 spells is a candidate too (``explain``'s what-if kernels, priced though they cannot be written).
@@ -35,7 +40,8 @@ class Admissible:
     def __init__(self, cost: CostFn, egraph: EGraph, catalog: Catalog, vocab: VocabIndex, vocabularies: list[str],
                  originals: Collection[int], shape_args: Mapping[str, object],
                  banned: Collection[int] = (), memo: dict[tuple, _Choice] | None = None,
-                 dims: SymbolicDims | None = None, hypothetical: bool = False) -> None:
+                 dims: SymbolicDims | None = None, hypothetical: bool = False, platform: str = "any",
+                 gpu_kernels: bool = True, standalone_lifts: bool = True) -> None:
         self.cost, self.egraph, self.catalog, self.vocab = cost, egraph, catalog, vocab
         self.vocabularies, self.shape_args = list(vocabularies), dict(shape_args)
         self._vkey = tuple(self.vocabularies)
@@ -44,7 +50,9 @@ class Admissible:
         self.memo = memo if memo is not None else {}  # (vocabularies, op, argument facts) -> choice
         self.own: dict[tuple, _Choice] = {}  # the same, for choices this graph's shape environment made
         self.dims, self.hypothetical = dims, hypothetical
+        self.platform, self.gpu_kernels, self.standalone_lifts = platform, gpu_kernels, standalone_lifts
         self._costs: dict[ENode, float] = {}
+        self._op_reasons: dict[str, tuple[str, ...]] = {}
 
     def __call__(self, node: ENode) -> float:
         got = self._costs.get(node)
@@ -60,6 +68,8 @@ class Admissible:
     def _always(self, op: str) -> bool:
         """Whether every ``op`` e-node is a candidate whatever its arguments: its first spelling requires
         nothing (ATen's ops, the semantic rows in the project's own ops)."""
+        if self.op_reasons(op):
+            return False
         got = self.memo.get((self._vkey, op))
         if got is None:
             spellings = self.vocab.spellings_for(op, self.vocabularies)
@@ -71,7 +81,27 @@ class Admissible:
         if node.op == "Reshape":
             return () if shape_arg(node.args[1], self.shape_args) is not None else \
                 (f"a reshape to {node.args[1]!r} cannot be spelled (more than one symbolic dim)",)
-        return self._choice(node)[1] if node.op in self.catalog and node.op != LEAF else ()
+        if node.op not in self.catalog or node.op == LEAF:
+            return ()
+        return self.op_reasons(node.op) or self._choice(node)[1]
+
+    def op_reasons(self, op: str) -> tuple[str, ...]:
+        """Why no ``op`` e-node is a candidate in this graph, whatever its arguments (empty: it may be)."""
+        got = self._op_reasons.get(op)
+        if got is None:
+            spec, reasons = self.catalog[op], []
+            anywhere = "any" in spec.platforms or self.platform == "any"
+            if not anywhere and self.platform not in spec.platforms:
+                reasons.append(f"{op} has no implementation on {self.platform} (it runs on {sorted(spec.platforms)})")
+            if spec.is_fused and not anywhere and not self.gpu_kernels:
+                reasons.append(f"{op}: the graph runs on a GPU and AITER's Triton kernels are not installed "
+                               "(pip install --no-deps amd-aiter)")
+            if not (spec.is_fused or spec.expand is not None or self.standalone_lifts or self.hypothetical
+                    or self.vocab.spells(op, self.vocabularies)):
+                reasons.append(f"{op} alone is left to Inductor: no vocabulary of the graph spells it, and a lifted "
+                               "op that fuses nothing moves what Inductor's code for the chain moves")
+            got = self._op_reasons[op] = tuple(reasons)
+        return got
 
     def guards(self, node: ENode) -> frozenset[str]:
         """The shape guards writing ``node`` relies on (``eqsat.fx.symbolic``: decided on the hints)."""

@@ -16,15 +16,16 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
+import torch
 import torch.fx as fx
 
 from eqsat import dump
-from eqsat.admissible import Admissible
-from eqsat.core.egraph import EGraph, Selection
+from eqsat.admissible import INF, Admissible
+from eqsat.core.egraph import EGraph, ENode, Selection
 from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
 from eqsat.core.ir import LEAF
 from eqsat.core.spelling import VocabIndex
@@ -36,6 +37,8 @@ from eqsat.extract.base import check, dag_cost
 from eqsat.fx import emitter as fx_out
 from eqsat.fx import importer as fx_in
 from eqsat.fx.symbolic import SymbolicDims, symbols_read
+from eqsat.kernels.catalog import Catalog
+from eqsat.library import aiter
 from eqsat.options import Options
 from eqsat.report import Report
 
@@ -51,6 +54,37 @@ def _before_selection(ser: serialize.Serialized) -> Selection:
     for i, enode in ser.enode_of_node.items():
         sel.setdefault(ser.class_of_node[i], enode)
     return sel
+
+
+class InductorAlone:
+    """A cost over the e-graph that prices what Inductor alone makes of the graph: the graph's own
+    e-nodes, and, for an output of a native ATen chain an Inductor twin stands for
+    (``eqsat.kernels.inductor``), that twin, since Inductor compiles the chain into the twin's
+    kernels. Extracting with it gives the "before" the pass must beat."""
+
+    def __init__(self, admissible: Admissible, eg: EGraph, originals: Iterable[int], native: set[int],
+                 twins: frozenset[str]) -> None:
+        self.admissible, self.native, self.twins = admissible, native, twins
+        self.own = {eg.nodes[i] for i in originals}
+        self.twin_classes = {n.eclass for n in eg.nodes if n.op in twins}
+
+    def __call__(self, node: ENode) -> float:
+        if node in self.own or node.op in self.twins or (
+                node.op == "Get" and node.eclass in self.native and node.children[0] in self.twin_classes):
+            return self.admissible(node)
+        return INF
+
+
+def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Imported, admissible: Admissible,
+                    before: Selection, catalog: Catalog, extractor: str) -> Selection:
+    """The before selection as Inductor would run it (``InductorAlone``); ``before`` itself where no
+    native chain has a twin."""
+    twins = frozenset(s.name for s in catalog if s.calibration_key.startswith("inductor:"))
+    native = {ser.class_of_node[i] for i in ser.enode_of_node
+              if str(getattr(imported.nodes[i], "target", "")).startswith(("aten.", "prims."))}
+    if not twins or not native or not any(n.op in twins for n in eg.nodes):
+        return before
+    return EXTRACTORS[extractor](eg, InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins))
 
 
 class _Stages:
@@ -137,6 +171,15 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     return report
 
 
+def on_gpu(graph: fx.Graph) -> bool:
+    """Whether the graph's inputs live on a GPU (CUDA or ROCm), by their fake values."""
+    for node in graph.find_nodes(op="placeholder"):
+        val = node.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.device.type == "cuda":
+            return True
+    return False
+
+
 def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, report: Report, stage: _Stages,
               dumper: dump.Dump | None, recompile: bool) -> None:
     vocab = engine.vocab_index(options.vocabularies) if engine is not None else VocabIndex(options.vocabularies)
@@ -177,13 +220,18 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     profile = load_profile(options.profile)
     cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
     before = _before_selection(ser)
+    gpu_kernels = not (on_gpu(graph) and torch.cuda.is_available()) or aiter.installed()
     banned: list[int] = []
     while True:  # each site emit cannot write is dropped, and the rest extracted again without it
         with stage("extract"):
             admissible = Admissible(cost, eg, options.catalog, vocab, imported.vocabularies,
-                                    ser.enode_of_node.values(), imported.shape_args, banned, engine.admissible, dims)
+                                    ser.enode_of_node.values(), imported.shape_args, banned, engine.admissible, dims,
+                                    platform=profile.platform, gpu_kernels=gpu_kernels,
+                                    standalone_lifts=options.standalone_lifts)
             selection = EXTRACTORS[options.extractor](eg, admissible)
             reached = check(eg, selection)
+            if not banned:
+                before = _inductor_alone(eg, ser, imported, admissible, before, options.catalog, options.extractor)
             report.predicted_before_us = dag_cost(eg, before, admissible)
             report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
         if dumper is not None and not banned:

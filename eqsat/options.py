@@ -23,7 +23,11 @@ class Options:
 
     - ``numerics``: ``"rounding"`` (what vLLM ships: fused kernels that skip an intermediate
       rounding may replace the unfused ops) or ``"exact"`` (only bit-identical rewrites).
-    - ``profile``: a device profile name in ``eqsat/cost/profiles`` (``mi300x``, ``mi355x``, ``h200``).
+    - ``profile``: a device profile name in ``eqsat/cost/profiles`` (``mi300x``, ``mi355x``, ``h200``);
+      its ``platform`` decides which kernels are candidates (those with an implementation there).
+    - ``standalone_lifts``: write a lifted op that fuses nothing (``eqsat::rms_norm`` for a native
+      norm) where no vocabulary of the graph spells it; off by default: Inductor's own code for the
+      native chain moves the same bytes and fuses with its neighbours.
     - ``sizes``: the size bound to symbolic dims when costing: one int for every symbol, a mapping
       symbol -> int (``"*"`` is the default), or a tuple of ints (a compile range, costed at each).
     - ``extractor``: ``"greedy"`` (DAG greedy, default), ``"ilp"`` (exact) or ``"tree"``.
@@ -44,6 +48,7 @@ class Options:
 
     numerics: Numerics = "rounding"
     profile: str | Profile = "mi300x"
+    standalone_lifts: bool = False
     sizes: int | Mapping[str, int] | tuple[int, ...] = 256
     extractor: str = "greedy"
     budgets: Budgets = field(default_factory=Budgets)

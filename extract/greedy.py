@@ -92,7 +92,7 @@ def _fixpoint(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]], par
         for p in parents.get(cls, ()):
             if not queued[p] and math.isfinite(own[p]):
                 queued[p] = 1
-                heapq.heappush(queue, (rank[nodes[p].eclass], p))
+                heapq.heappush(queue, (rank.get(nodes[p].eclass, len(nodes)), p))  # unranked: no finite bottom-up path
     return first, order
 
 

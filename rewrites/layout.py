@@ -2,7 +2,7 @@
 
 Both rules are exact (a row-major reshape moves no value) and read every shape from facts; no head
 count or head size is ever named, so vLLM's two gated-norm layouts, ``(N * H, D)`` and
-``(N, H, D)``, and any ``H``, ``D``, eps reach the same fused kernel (``eqsat.kernels.gated``).
+``(N, H, D)``, and any ``H``, ``D``, eps reach the same fused kernel (``eqsat.kernels.families.gated``).
 
 - ``quant-group-of-reshape``: ``QuantGroup(Reshape(y, s), G)`` is ``QuantGroup(y, G)`` reshaped,
   when G divides both y's last dim and s's. Then every group is the same G consecutive elements

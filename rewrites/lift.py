@@ -3,7 +3,7 @@
 A graph in native ATen form (custom ops off, ``reference/vllm-facts.md`` §4.4-4.5) gets the same
 fusions as one that calls ``vllm_ir.rms_norm``: these equalities put ``RmsNorm`` / ``AddRmsNorm`` /
 ``QuantGroup`` into the e-classes of the native chains, and the catalog's fuse rules take it from
-there. The ATen ops are the typed constructors of ``eqsat.kernels.aten_ops``.
+there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_ops``.
 
 - ``lift-rms-norm`` (exact): ``x32 = float(x)``; ``cast(x32 * rsqrt(mean_last(x32^2) + eps), dt) * w``
   is ``RmsNorm(x, w, eps)`` when ``dt`` is the dtype of ``w`` and of ``x`` (so the final cast back to

@@ -14,8 +14,7 @@ from eqsat.rewrites.kernels import catalog_rules
 
 from eqsat.core.rule import Rule
 from eqsat.core.spec import Numerics
-from eqsat.kernels import gated, mla, pad, token_static
-from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.catalog import FAMILIES, Catalog
 
 ADMITS: dict[str, frozenset[str]] = {"exact": frozenset({"exact"}), "rounding": frozenset({"exact", "rounding"})}
 
@@ -36,8 +35,8 @@ def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
 
 
 def _build(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
-    return select((*views.RULES, *layout.RULES, *lift.RULES, *token_static.RULES, *mla.RULES, *pad.RULES,
-                   *gated.RULES, *catalog_rules(catalog)), numerics)
+    family_rules = (r for family in FAMILIES for r in getattr(family, "RULES", ()))
+    return select((*views.RULES, *layout.RULES, *lift.RULES, *family_rules, *catalog_rules(catalog)), numerics)
 
 
 _default_rules = cache(_build)  # a pure function of two immutable values

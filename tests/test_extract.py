@@ -242,3 +242,13 @@ def test_a_kept_cost_tells_e_nodes_apart_by_the_facts_of_what_they_read_and_make
     other = CostMemo(catalog, load_profile("h200"), 256)
     RooflineCost(graphs[0], catalog, profile, 256, other)(graphs[0].nodes[1])
     assert not other.table  # a memo of another profile is not used
+
+
+@pytest.mark.parametrize("name", sorted(EXTRACTORS))
+def test_a_finite_node_over_a_class_with_no_finite_node(name: str) -> None:
+    """A finite node one of whose child classes holds only infinite nodes (how a cost that bans most
+    new e-nodes looks) is never chosen, nor its class reached, and the rest is still extracted."""
+    eg = EGraph.from_nodes([node("x", 0, 1), node("banned", 1, math.inf, 0), node("both", 2, 1, 0, 1),
+                            node("root", 3, 2, 0), node("via", 3, 1, 2)], [3])
+    choice = EXTRACTORS[name](eg, cost_of)
+    assert eg.nodes[choice[3]].op == "root" and dag_cost(eg, choice, cost_of) == 3

@@ -1,4 +1,4 @@
-"""vLLM pattern #7, gated rms_norm + reshape + fp8 group quant, done from shapes (``eqsat.kernels.gated``,
+"""vLLM pattern #7, gated rms_norm + reshape + fp8 group quant, done from shapes (``eqsat.kernels.families.gated``,
 ``rewrites/layout.py``): both head layouts, any eps, any G the kernel allows, the native chain and
 ``fla_rms_norm_gated``, and the group quant as the AITER op, the ``_C`` op under
 ``auto_functionalized`` (captured through torch.compile) and vLLM's native ATen chain. Every
@@ -131,7 +131,7 @@ def test_3d_view_of_rows_folds_back_to_the_rows():
 
 def test_lift_rms_norm_gated():
     check(lambda x, z, w: gated_native(x, z, w, 2e-5), lambda x, z, w: gated_fla(x, z, w, 2e-5),
-          [rand(32, 128), rand(32, 128, seed=1), rand(128, seed=2)], fires="lift-rms-norm-gated")
+          [rand(32, 128), rand(32, 128, seed=1), rand(128, seed=2)], fires="lift-rms-norm-gated", standalone_lifts=True)
 
 
 def test_quant_group_of_reshape_shares_one_quant():

@@ -84,7 +84,7 @@ def test_native_quant_is_aiter_quant_within_tolerance(magnitude):
 @pytest.mark.parametrize("eps", [1e-6, 3e-4])
 def test_lift_rms_norm(eps):
     check(lambda x, w: (rms_native(x.float(), w, eps),), lambda x, w: (vir.rms_norm(x, w, eps),), XW,
-          fires="lift-rms-norm")
+          fires="lift-rms-norm", standalone_lifts=True)
 
 
 def test_mul_comm_weight_first():
@@ -93,7 +93,7 @@ def test_mul_comm_weight_first():
         x32 = x.float()
         return (w * (torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * x32).to(w.dtype),)
 
-    check(before, lambda x, w: (vir.rms_norm(x, w, 1e-6),), XW, fires="mul-comm")
+    check(before, lambda x, w: (vir.rms_norm(x, w, 1e-6),), XW, fires="mul-comm", standalone_lifts=True)
 
 
 @pytest.mark.parametrize(("eps", "group"), [(1e-6, 128), (1e-5, 64)])
@@ -109,7 +109,7 @@ def test_lift_rms_norm_fuses_group_quant(eps, group):
 
 def test_lift_add_rms_norm():
     check(lambda x, r, w: add_rms_native(x, r, w, 1e-6), lambda x, r, w: vir.fused_add_rms_norm(x, r, w, 1e-6),
-          XRW, fires="lift-add-rms-norm-residual")
+          XRW, fires="lift-add-rms-norm-residual", standalone_lifts=True)
 
 
 def test_lift_add_rms_norm_fuses_group_quant():
@@ -121,7 +121,7 @@ def test_lift_add_rms_norm_fuses_group_quant():
         q, res, s = vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant(x, r, w, 2e-5, 128)
         return q, s, res
 
-    check(before, after, XRW, numerics="rounding", fires="lift-add-rms-norm")
+    check(before, after, XRW, numerics="rounding", fires="lift-add-rms-norm", standalone_lifts=True)
 
 
 @pytest.mark.parametrize("group", [128, 64])
@@ -130,7 +130,7 @@ def test_lift_quant_group(group):
     quant = (lambda x: vllm.rocm_aiter_group_fp8_quant(x, group)) if group == 128 else \
         (lambda x: own.group_fp8_quant(x, group, FP8))
     check(lambda x: quant_native(x, group), quant, [rand(8, 512)], numerics="rounding", group=group,
-          fires="lift-quant-group-e4m3fnuz")
+          fires="lift-quant-group-e4m3fnuz", standalone_lifts=True)
 
 
 def test_clamp_split():
@@ -141,7 +141,7 @@ def test_clamp_split():
         return (xg / scale).clamp(-FMAX, FMAX).to(FP8).reshape(-1, 512), scale.squeeze(-1)
 
     check(before, lambda x: vllm.rocm_aiter_group_fp8_quant(x, 128), [rand(8, 512)], numerics="rounding",
-          fires="clamp-split")
+          fires="clamp-split", standalone_lifts=True)
 
 
 def test_all_native_norm_and_quant_fuse():
@@ -270,4 +270,4 @@ def test_second_norm_of_the_residual_stays_a_plain_norm():
         normed, res = vir.fused_add_rms_norm(x, r, w1, 1e-6)
         return normed, vir.rms_norm(res, w2, 1e-6), res
 
-    check(before, after, [*XRW, rand(512, seed=4)], fires="lift-rms-norm")
+    check(before, after, [*XRW, rand(512, seed=4)], fires="lift-rms-norm", standalone_lifts=True)

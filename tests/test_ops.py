@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from eqsat.kernels import norm_quant
+from eqsat.kernels.families import norm_quant
 from eqsat.kernels.torch_ops import register_vllm_standins
 from eqsat.library import reference as ref
 

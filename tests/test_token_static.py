@@ -11,7 +11,7 @@ import torch
 
 import eqsat
 from eqsat.fx.importer import import_graph
-from eqsat.kernels import token_static
+from eqsat.kernels.families import token_static
 from eqsat.kernels.vocabularies import default_index
 from eqsat.library import reference as ref
 from eqsat.library.reference import fp8_step_error

@@ -10,19 +10,17 @@ returns the wrappers with a list saying what it did. Nothing of AITER is copied 
 
 from __future__ import annotations
 
-import os
 import sys
 import types
 
+from eqsat.library.aiter import aiter_dir, stub_package
+
 
 def find_aiter_dir() -> str:
-    for p in sys.path:
-        d = os.path.join(p or os.getcwd(), "aiter")
-        if os.path.isfile(os.path.join(d, "ops", "triton", "fused_fp8_quant.py")):
-            return d
-    raise RuntimeError(
-        "amd-aiter is not installed on sys.path (install the wheel with pip --target, PYTHONPATH)"
-    )
+    d = aiter_dir()
+    if d is None:
+        raise RuntimeError("amd-aiter is not installed on sys.path (install the wheel with pip --target, PYTHONPATH)")
+    return d
 
 
 def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
@@ -30,44 +28,13 @@ def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
     (stubs put in ``sys.modules``, port checks), for the log."""
     import importlib
 
-    import torch
-
     d = find_aiter_dir()
-    patches: list[str] = []
-    pkg = types.ModuleType("aiter")
-    pkg.__path__ = [d]  # a namespace stub: aiter/__init__.py (ROCm JIT setup) never runs
-    pkg.__file__ = os.path.join(d, "__init__.py")
-    sys.modules["aiter"] = pkg
-    patches.append(
-        f"sys.modules['aiter'] = empty package stub with __path__=[{d}] (aiter/__init__.py not run)"
-    )
-
-    dt = types.ModuleType("aiter.dtypes")
-    dt.fp8 = torch.float8_e4m3fn
-    dt.bf16, dt.fp16, dt.fp32, dt.i8, dt.i32 = (
-        torch.bfloat16,
-        torch.float16,
-        torch.float32,
-        torch.int8,
-        torch.int32,
-    )
-    sys.modules["aiter.dtypes"] = dt
-    pkg.dtypes = dt
-    patches.append(
-        "sys.modules['aiter.dtypes'] stub: fp8 = torch.float8_e4m3fn (default dtype_quant; also passed explicitly)"
-    )
-
-    ai = types.ModuleType("aiter.ops.triton.utils._triton.arch_info")
-    ai.get_arch = lambda: "gfx950"
-    ai.get_device = lambda: "MI350X"
-    ai.is_fp4_avail = lambda: False
-    ai.is_fp8_avail = lambda: True
-    sys.modules["aiter.ops.triton.utils._triton.arch_info"] = ai
-    patches.append(
-        "sys.modules['aiter.ops.triton.utils._triton.arch_info'] stub: get_arch() -> 'gfx950' "
-        "(on CUDA the real one returns the int 90 and utils/types.py raises TypeError at import; "
-        "'gfx950' selects float8_e4m3fn there)"
-    )
+    stub_package(d)
+    patches: list[str] = [
+        f"eqsat.library.aiter.stub_package({d}): sys.modules['aiter'] = a package stub (aiter/__init__.py not run), "
+        "aiter.dtypes (fp8 = float8_e4m3fn) and arch_info (get_arch() -> 'gfx950': on CUDA the real one returns "
+        "the int 90 and utils/types.py raises TypeError at import)"
+    ]
     if cpu:
         di = types.ModuleType("aiter.ops.triton.utils.device_info")
         di.get_num_sms = lambda: 4

@@ -77,12 +77,15 @@ class DimsEqual:
 @dataclass(frozen=True)
 class OpDef:
     """A torch op a kernel module defines: ``namespace::schema`` (``"name(args) -> rets"``), its kernel
-    and its fake. Registered once per process; an op that exists already is left alone."""
+    (the PyTorch reference), its fake and, for a fused kernel, ``gpu``: its real implementation
+    (AITER's Triton kernel; CUDA and ROCm), which leaves the reference to the CPU. Registered once
+    per process; an op that exists already is left alone."""
 
     namespace: str
     schema: str
     kernel: Callable[..., Any]
     fake: Callable[..., Any]
+    gpu: Callable[..., Any] | None = None
 
     @property
     def name(self) -> str:

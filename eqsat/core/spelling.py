@@ -166,6 +166,10 @@ class VocabIndex:
         """The first of ``spellings_for``, or None."""
         return next(iter(self.spellings_for(constructor, preferred)), None)
 
+    def spells(self, constructor: str, preferred: list[str]) -> bool:
+        """Whether one of the ``preferred`` vocabularies (the graph's own) spells ``constructor``."""
+        return any(v.name in preferred and constructor in v.by_constructor for v in self.vocabularies)
+
     def spellings_for(self, constructor: str, preferred: list[str]) -> tuple[Spelling, ...]:
         """The spellings ``constructor`` can be emitted with, best first, each only where its op exists
         in this process: the preferred vocabularies' (the graph's own, in their order) where any of

@@ -50,6 +50,7 @@ class Profile:
     opaque_us: float = 0.0
     kernels: Mapping[str, KernelTiming] = field(default_factory=dict)
     description: str = ""
+    platform: str = "any"  # where its kernels run (a row's ``platforms``): a row not there is no candidate
 
     def time_us(self, t: Traffic, key: str = "") -> float:
         k = self.kernels.get(key)
@@ -57,7 +58,8 @@ class Profile:
         return t.launches * launch + t.bytes / (bw * 1e3)
 
     def to_json(self) -> str:
-        d = {"name": self.name, "description": self.description, "bandwidth_gbps": self.bandwidth_gbps,
+        d = {"name": self.name, "description": self.description, "platform": self.platform,
+             "bandwidth_gbps": self.bandwidth_gbps,
              "launch_us": self.launch_us, "opaque_us": self.opaque_us,
              "kernels": {k: {"launch_us": v.launch_us, "bandwidth_gbps": v.bandwidth_gbps}
                          for k, v in sorted(self.kernels.items())}}

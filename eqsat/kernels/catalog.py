@@ -1,8 +1,10 @@
 """The kernel catalog: a table, one row per op the e-graph knows by name, gathered from families.
 
-Each family module (``eqsat/kernels/<family>.py``) holds its rows (``ROWS``) and how each vocabulary
-spells them (``SPELLINGS``); this module only gathers them. ``eqsat.rewrites.kernels`` turns each fused
-row into a fuse rule and an unlift rule, so adding a kernel is adding a row.
+A kernel module (``eqsat/kernels/families/<family>.py``, every module there) holds its
+rows, how each vocabulary spells them (``SPELLINGS``), its rules (``RULES``) and its torch ops
+(``OPS``, ``vllm_standins``); this module finds the modules and gathers their rows, adding each fused
+row's Inductor twin (``eqsat.kernels.inductor``). ``eqsat.rewrites.kernels`` turns each fused row into
+a fuse rule and an unlift rule, so adding a kernel is adding a module; nothing lists them by hand.
 
 ``Catalog`` is an immutable value passed explicitly; ``DEFAULT_CATALOG`` is the built-in table and
 ``Catalog.extend`` returns a new one (how a user declares a hypothetical kernel).
@@ -10,16 +12,29 @@ row into a fuse rule and an unlift rule, so adding a kernel is adding a row.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import cached_property
+from types import ModuleType
 
 from eqsat.core.fingerprint import stable
 from eqsat.core.spec import KernelSpec
-from eqsat.kernels import act_quant, aten_ops, gated, inductor, mla, norm_quant, pad, token_static
+from eqsat.kernels.inductor import twins
 
-FAMILIES = (norm_quant, act_quant, token_static, mla, pad, gated, inductor, aten_ops)
-BUILTIN: tuple[KernelSpec, ...] = tuple(row for family in FAMILIES for row in family.ROWS)
+
+def _families() -> tuple[ModuleType, ...]:
+    from eqsat.kernels import families as package
+
+    modules = (importlib.import_module(f"{package.__name__}.{m.name}")
+               for m in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name))
+    return tuple(modules)
+
+
+FAMILIES = _families()
+_ROWS = tuple(row for family in FAMILIES for row in family.ROWS)
+BUILTIN: tuple[KernelSpec, ...] = (*_ROWS, *twins(_ROWS))
 
 
 @dataclass(frozen=True)

@@ -1,58 +1,28 @@
-"""Family: "leave it to Inductor" — native chains that Inductor fuses into one generated kernel.
+""""Leave it to Inductor": each fused row marked ``inductor=Twin(...)`` gets a twin row standing for
+the native ATen chain, which Inductor compiles into ``Twin.launches`` kernels.
 
-Each row has the same semantics as a fused AITER kernel but stands for the native ATen code (vLLM's
-decomposition) that Inductor compiles into one kernel: it is costed as one kernel whose traffic is
-only at the chain's boundary (the fused kernel's traffic formula), under its own calibration key,
-so a measured profile decides per shape between the AITER kernel, the unfused kernels and
-Inductor. No vocabulary spells these rows: the emitter inlines ``expand``, the chain in ATen ops.
-Inductor's fp32 evaluation order may differ from the reference, hence ``rounding``.
+A twin has the fused row's parameters, outputs (its semantics) and boundary traffic, under its own
+calibration key ``inductor:<key>``, so a measured profile decides per shape between the AITER
+kernel, the unfused kernels and Inductor. No vocabulary spells it: the emitter inlines ``expand``,
+the composition of the semantic rows' ``reference`` along the fused row's outputs. ``rounding``:
+Inductor's fp32 evaluation order may differ from the reference.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-import torch
+from eqsat.core.sexp import Sexp, parse
+from eqsat.core.spec import KernelSpec, Traffic, TrafficFn
 
-from eqsat.core.spec import (
-    KernelSpec,
-    Traffic,
-    TrafficFn,
-    last_dim_divisible,
-    params,
-    rank,
-    same_dtype,
-    same_shape,
-)
-from eqsat.kernels import act_quant, gated, norm_quant
-from eqsat.library import reference as ref
-
-
-def _rms_group_quant(x: torch.Tensor, w: torch.Tensor, eps: float, g: int, dt: torch.dtype):
-    return ref.group_fp8_quant(ref.rms_norm(x, w, eps), g, dt)
-
-
-def _add_rms_group_quant(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, eps: float, g: int,
-                         dt: torch.dtype):
-    normed, residual = ref.fused_add_rms_norm(x, r, w, eps)
-    q, s = ref.group_fp8_quant(normed, g, dt)
-    return q, residual, s
-
-
-def _rms_gated_group_quant(x: torch.Tensor, z: torch.Tensor, w: torch.Tensor, eps: float, g: int,
-                           dt: torch.dtype):
-    return ref.group_fp8_quant(ref.rms_norm_gated(x, z, w, eps), g, dt)
-
-
-def _silu_group_quant(x: torch.Tensor, g: int, dt: torch.dtype):
-    return ref.group_fp8_quant(ref.silu_and_mul(x), g, dt)
+ANY_PLATFORM = frozenset({"any"})
 
 
 @dataclass(frozen=True)
-class _Launches:
-    """The fused kernel's boundary traffic in ``n`` launches (Inductor splits a row reduction and the
-    pointwise epilogue into two kernels; counted with the profiler on an H200). A picklable value."""
+class Launches:
+    """``traffic`` in ``n`` launches (Inductor splits a row reduction and its pointwise epilogue)."""
 
     traffic: TrafficFn
     n: int
@@ -62,35 +32,45 @@ class _Launches:
         return Traffic(t.read, t.written, self.n)
 
 
-def _like(name: str) -> KernelSpec:
-    return {s.name: s for s in (*norm_quant.ROWS, *act_quant.ROWS, *gated.ROWS)}[name]
+@dataclass(frozen=True)
+class Composition:
+    """The outputs ``outputs`` (egglog terms over ``params``) computed with each semantic op's
+    reference; shared subterms are computed once. A hashable, picklable value."""
+
+    params: tuple[str, ...]
+    outputs: tuple[str, ...]
+    references: tuple[tuple[str, Callable[..., Any]], ...]
+
+    def __call__(self, *args: object) -> object:
+        env: dict[str, object] = dict(zip(self.params, args, strict=True))
+        refs = dict(self.references)
+        done: dict[str, object] = {}
+
+        def value(e: Sexp) -> object:
+            if isinstance(e, str):
+                return env[e]
+            key = repr(e)
+            if key not in done:
+                head, *rest = e
+                done[key] = value(rest[0])[int(rest[1])] if head == "Get" else refs[head](*map(value, rest))
+            return done[key]
+
+        outs = tuple(value(parse(o)) for o in self.outputs)
+        return outs if len(outs) > 1 else outs[0]
 
 
-_RMS = _like("K_rmsnorm_fp8_group_quant")
-_ADD = _like("K_rmsnorm_add_fp8_group_quant")
-_SILU = _like("K_silu_mul_fp8_group_quant")
-_GATED = _like(gated.K)
-_ANY = frozenset({"any"})
+def twins(rows: Iterable[KernelSpec]) -> tuple[KernelSpec, ...]:
+    """The twin of every row of ``rows`` that asks for one (``rows`` also holds the semantic rows)."""
+    rows = tuple(rows)
+    refs = tuple((r.name, r.reference) for r in rows if r.reference is not None)
+    return tuple(_twin(r, refs) for r in rows if r.inductor is not None)
 
-ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("I_rms_group_quant", params("x:T w:T eps:f64 G:i64 dt:dtype"), _Launches(_RMS.traffic, 2), outputs=_RMS.outputs,
-               constraints=(*rank("x", 2), *same_dtype("x", "w"), *last_dim_divisible("x", "G")),
-               numerics="rounding", platforms=_ANY, calibration_key="inductor:rms_group_quant",
-               expand=_rms_group_quant, doc="native rms_norm + group quant, one Inductor kernel"),
-    KernelSpec("I_add_rms_group_quant", params("x:T r:T w:T eps:f64 G:i64 dt:dtype"), _Launches(_ADD.traffic, 2),
-               outputs=_ADD.outputs,
-               constraints=(*rank("x", 2), *same_dtype("x", "w"), *same_shape("x", "r"),
-                            *last_dim_divisible("x", "G")),
-               numerics="rounding", platforms=_ANY, calibration_key="inductor:add_rms_group_quant",
-               expand=_add_rms_group_quant, doc="native fused-add rms_norm + group quant, one Inductor kernel"),
-    KernelSpec("I_rms_gated_group_quant", params("x:T z:T w:T eps:f64 G:i64 dt:dtype"), _Launches(_GATED.traffic, 2),
-               outputs=_GATED.outputs,
-               constraints=(*rank("x", 2), *same_shape("x", "z"), *same_dtype("x", "z"), *same_dtype("x", "w"),
-                            *last_dim_divisible("x", "G")),
-               numerics="rounding", platforms=_ANY, calibration_key="inductor:rms_gated_group_quant",
-               expand=_rms_gated_group_quant, doc="native gated rms_norm + group quant, one Inductor kernel"),
-    KernelSpec("I_silu_group_quant", params("x:T G:i64 dt:dtype"), _SILU.traffic, outputs=_SILU.outputs,
-               constraints=(*rank("x", 2), "(= (dim x -1) __n)", "(= 0 (% __n (* 2 G)))"),
-               numerics="rounding", platforms=_ANY, calibration_key="inductor:silu_group_quant",
-               expand=_silu_group_quant, doc="native silu_and_mul + group quant, one Inductor kernel"),
-)
+
+def _twin(row: KernelSpec, refs: tuple[tuple[str, Callable[..., Any]], ...]) -> KernelSpec:
+    assert row.inductor is not None
+    t, key = row.inductor, row.calibration_key
+    return KernelSpec(
+        f"I_{key}", row.params, row.traffic if t.launches == 1 else Launches(row.traffic, t.launches),
+        outputs=row.outputs, constraints=t.constraints, numerics="rounding", platforms=ANY_PLATFORM,
+        calibration_key=f"inductor:{key}", expand=Composition(row.param_names, row.outputs, refs),
+        doc=f"the native chain of {row.name}, compiled by Inductor")

@@ -1,7 +1,7 @@
 """Defining torch ops once per process, and the helpers the kernel modules' fakes share.
 
-:func:`define_op` defines ``namespace::schema`` with a CompositeExplicitAutograd kernel (any device)
-and a fake, unless the dispatcher knows the name already (a second import, a reload, vLLM's own op).
+:func:`define_op` defines ``namespace::schema`` with its kernel (any device; the CPU only where a GPU
+implementation is given, for the CUDA key) and a fake, unless the dispatcher knows the name already (a second import, a reload, vLLM's own op).
 The ``Library`` objects are kept in ``_LIBS``: dropping one removes everything it registered, so they
 stay reachable for the whole process (the dict even survives a reload of this module).
 """
@@ -28,8 +28,8 @@ def op_exists(qualname: str, overload: str = "") -> bool:
 
 
 def define_op(libs: dict[str, torch.library.Library], namespace: str, schema: str, impl: Callable[..., Any],
-              fake: Callable[..., Any]) -> bool:
-    """Define ``namespace::schema`` with a CompositeExplicitAutograd kernel and a fake, unless it exists;
+              fake: Callable[..., Any], gpu: Callable[..., Any] | None = None) -> bool:
+    """Define ``namespace::schema`` with kernel ``impl`` (``gpu`` on the CUDA key) and a fake, unless it exists;
     the FRAGMENT library for ``namespace`` is made on demand in ``libs`` (keep ``libs`` alive). Returns
     True if this call defined the op."""
     name = schema.split("(", 1)[0]
@@ -39,14 +39,18 @@ def define_op(libs: dict[str, torch.library.Library], namespace: str, schema: st
     if lib is None:
         lib = libs[namespace] = torch.library.Library(namespace, "FRAGMENT")
     lib.define(schema)
-    lib.impl(name, impl, "CompositeExplicitAutograd")
+    if gpu is None:
+        lib.impl(name, impl, "CompositeExplicitAutograd")
+    else:
+        lib.impl(name, impl, "CPU")
+        lib.impl(name, gpu, "CUDA")
     torch.library.register_fake(f"{namespace}::{name}", fake, lib=lib)
     return True
 
 
 def define(ops: list[OpDef]) -> list[OpDef]:
     """Define each of ``ops`` missing in this process; the ones this call defined."""
-    return [op for op in ops if define_op(_LIBS, op.namespace, op.schema, op.kernel, op.fake)]
+    return [op for op in ops if define_op(_LIBS, op.namespace, op.schema, op.kernel, op.fake, op.gpu)]
 
 
 def fresh(*ts: torch.Tensor) -> tuple[torch.Tensor, ...]:

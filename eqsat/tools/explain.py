@@ -139,9 +139,11 @@ class _Analysis:
             self.progress = serialize.rows_of(egraph, PROGRESS, ser.ids)
         self.eg: EGraph = ser.egraph
         self.class_of_node = ser.class_of_node
-        roofline = RooflineCost(self.eg, options.catalog, load_profile(options.profile), options.sizes)
+        profile = load_profile(options.profile)
+        roofline = RooflineCost(self.eg, options.catalog, profile, options.sizes)
         self.admissible = Admissible(roofline, self.eg, options.catalog, vocab, self.im.vocabularies,
-                                     ser.enode_of_node.values(), self.im.shape_args, hypothetical=True)
+                                     ser.enode_of_node.values(), self.im.shape_args, hypothetical=True,
+                                     platform=profile.platform, standalone_lifts=options.standalone_lifts)
         self.cost = roofline
         self.selection: Selection = EXTRACTORS[options.extractor](self.eg, self.admissible) if self.im.roots else {}
         self.nodes_of: dict[int, list[fx.Node]] = {}

@@ -57,6 +57,7 @@ from eqsat.core.spec import (
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, Pointwise, operand
 from eqsat.library import reference as ref
+from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh, token_fake
 from eqsat.library.vllm import F32, nothing, rows, standin_kernel
 
@@ -311,6 +312,21 @@ def _add_rms_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.
     return x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape)
 
 
+@rows2d
+def _rms_static_gpu(x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor, dtype: torch.dtype) -> Any:
+    """AITER's Triton fused_rms_fp8_per_tensor_static_quant."""
+    q, *_ = triton_kernels().fused_rms_fp8_per_tensor_static_quant(x, weight, eps, scale, dtype_quant=dtype)
+    return q
+
+
+@rows2d
+def _add_rms_static_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                        scale: torch.Tensor, dtype: torch.dtype) -> Any:
+    q, _, _, residual_out = triton_kernels().fused_rms_fp8_per_tensor_static_quant(
+        x, weight, eps, scale, dtype_quant=dtype, res1=residual)
+    return q, residual_out
+
+
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)",
           lambda x, dt: fresh(*ref.token_fp8_quant(x, dt)), token_fake),
@@ -327,11 +343,11 @@ OPS: tuple[OpDef, ...] = (
           lambda x, r, w, eps, dt: fresh(*rmsnorm_add_token_fp8_quant(x, r, w, eps, dt)), _add_rms_token_fake),
     OpDef("eqsat", "rmsnorm_static_fp8_quant(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType dtype)"
           " -> Tensor", lambda x, w, eps, s, dt: rmsnorm_static_fp8_quant(x, w, eps, s, dt).contiguous(),
-          _rms_static_fake),
+          _rms_static_fake, _rms_static_gpu),
     OpDef("eqsat", "rmsnorm_add_static_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps,"
           " Tensor scale, ScalarType dtype) -> (Tensor, Tensor)",
           lambda x, r, w, eps, s, dt: fresh(*rmsnorm_add_static_fp8_quant(x, r, w, eps, s, dt)),
-          _add_rms_static_fake),
+          _add_rms_static_fake, _add_rms_static_gpu),
 )
 
 

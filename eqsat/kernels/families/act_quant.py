@@ -14,10 +14,21 @@ from typing import Any
 import torch
 
 from eqsat.core.accepts import LastDimMultiple, two_d
-from eqsat.core.spec import KernelSpec, OpDef, Operand, Traffic, dtype_accepted, params, power_of_two, rank
+from eqsat.core.spec import (
+    KernelSpec,
+    OpDef,
+    Operand,
+    Traffic,
+    Twin,
+    dtype_accepted,
+    params,
+    power_of_two,
+    rank,
+)
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, operand
 from eqsat.library import reference as ref
+from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import fresh, quant_fake
 from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, nothing, rows, standin_kernel
 
@@ -41,21 +52,24 @@ def silu_quant_traffic(a: Mapping[str, object]) -> Traffic:
 _SILU_Q = "(QuantGroup (SiluMul x) G dt)"
 
 
+_HALF_IN_GROUPS = ("(= (dim x -1) __n)", "(= 0 (% __n (* 2 G)))")
+
+
 def silu_quant_constraints(kernel: str) -> tuple[str, ...]:
     # the product's last dim (N/2) must be a multiple of G: N must be a multiple of 2G
     return (*rank("x", 2), *dtype_accepted(kernel, "x"), *power_of_two("G"),
-            "(= (dim x -1) __n)", "(= 0 (% __n (* 2 G)))")
+            *_HALF_IN_GROUPS)
 
 
 ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("SiluMul", params("x:T"), silu_mul_traffic, calibration_key="silu_mul",
+    KernelSpec("SiluMul", params("x:T"), silu_mul_traffic, calibration_key="silu_mul", reference=ref.silu_and_mul,
                doc="silu(x[..., :N/2]) * x[..., N/2:] in x.dtype (vLLM SiluAndMul)"),
     KernelSpec(
         "K_silu_mul_fp8_group_quant", params("x:T G:i64 dt:dtype"), silu_quant_traffic,
         outputs=(f"(Get {_SILU_Q} 0)", f"(Get {_SILU_Q} 1)"),
         constraints=silu_quant_constraints("K_silu_mul_fp8_group_quant"),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=frozenset({"gfx942", "gfx950", "triton"}),
-        calibration_key="silu_group_quant",
+        calibration_key="silu_group_quant", inductor=Twin(1, (*rank("x", 2), *_HALF_IN_GROUPS)),
         doc="AITER act_mul_and_fp8_group_quant(silu): fp32 product, quantized without bf16 rounding",
     ),
 )
@@ -92,11 +106,17 @@ def _half(x: torch.Tensor) -> torch.Tensor:
     return x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
 
 
+@rows2d
+def _silu_quant_gpu(x: torch.Tensor, group_size: int, dtype: torch.dtype) -> Any:
+    """AITER's Triton act_mul_and_fp8_group_quant."""
+    return triton_kernels().act_mul_and_fp8_group_quant(x, "silu", group_size, dtype)
+
+
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "silu_and_mul(Tensor x) -> Tensor", lambda x: ref.silu_and_mul(x).contiguous(), _half),
     OpDef("eqsat", "silu_mul_fp8_group_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)",
           lambda x, g, dt: fresh(*silu_mul_fp8_group_quant(x, g, dt)),
-          lambda x, g, dt: quant_fake(_half(x), g, dt)),
+          lambda x, g, dt: quant_fake(_half(x), g, dt), _silu_quant_gpu),
 )
 
 

@@ -22,6 +22,7 @@ from eqsat.core.spec import (
     KernelSpec,
     OpDef,
     Traffic,
+    Twin,
     dtype_accepted,
     last_dim_divisible,
     params,
@@ -34,6 +35,7 @@ from eqsat.core.spec import (
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, operand, quant_out
 from eqsat.library import reference as ref
+from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh, quant_fake
 from eqsat.library.vllm import (
     F32,
@@ -86,18 +88,19 @@ _ADD_RMS_Q = f"(QuantGroup (Get {_ADD_RMS} 0) G dt)"
 _GPU = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
 
 ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("RmsNorm", params("x:T w:T eps:f64"), _rms, calibration_key="rms_norm", implies=(DimsEqual("x", "w", True),),
+    KernelSpec("RmsNorm", params("x:T w:T eps:f64"), _rms, calibration_key="rms_norm", reference=ref.rms_norm, implies=(DimsEqual("x", "w", True),),
                doc="y = cast(x32 * rsqrt(mean(x32^2) + eps), w.dtype) * w, in x.dtype (vLLM IR)"),
-    KernelSpec("AddRmsNorm", params("x:T r:T w:T eps:f64"), _add_rms, calibration_key="add_rms_norm",
+    KernelSpec("AddRmsNorm", params("x:T r:T w:T eps:f64"), _add_rms, calibration_key="add_rms_norm", reference=ref.fused_add_rms_norm,
                implies=(DimsEqual("x", "r"), DimsEqual("x", "w", True)),
                doc="(RmsNorm of s32 = x32 + r32, cast(s32, x.dtype)); outputs (normed, residual_out)"),
-    KernelSpec("QuantGroup", params("x:T G:i64 dt:dtype"), _quant_group, calibration_key="group_quant",
+    KernelSpec("QuantGroup", params("x:T G:i64 dt:dtype"), _quant_group, calibration_key="group_quant", reference=ref.group_fp8_quant,
                doc="per-row groups of G: scale = max(amax, 1e-10) / finfo(dt).max, q = clamp(x / scale)"),
     KernelSpec(
         "K_rmsnorm_fp8_group_quant", params("x:T w:T eps:f64 G:i64 dt:dtype"), _rms_quant,
         outputs=(f"(Get {_RMS_Q} 0)", f"(Get {_RMS_Q} 1)"),
         constraints=_norm_quant_constraints("K_rmsnorm_fp8_group_quant"),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=_GPU, calibration_key="rms_group_quant",
+        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *last_dim_divisible("x", "G"))),
         doc="AITER fused_rms_fp8_group_quant: quantizes the fp32 norm output (no bf16 rounding)",
     ),
     KernelSpec(
@@ -105,6 +108,7 @@ ROWS: tuple[KernelSpec, ...] = (
         outputs=(f"(Get {_ADD_RMS_Q} 0)", f"(Get {_ADD_RMS} 1)", f"(Get {_ADD_RMS_Q} 1)"),
         constraints=(*_norm_quant_constraints("K_rmsnorm_add_fp8_group_quant"), *same_shape("x", "r"), *same_dtype("x", "r")),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=_GPU, calibration_key="add_rms_group_quant",
+        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *same_shape("x", "r"), *last_dim_divisible("x", "G"))),
         doc="AITER fused_rms_fp8_group_quant with res1: outputs (q, residual_out, scale)",
     ),
 )
@@ -200,6 +204,23 @@ def _add_quant_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tenso
     return q, x.new_empty(x.shape), scale
 
 
+# -- on a GPU: AITER's Triton fused_rms_fp8_group_quant --------------------------------------------------
+
+@rows2d
+def _rms_quant_gpu(x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, dtype: torch.dtype) -> Any:
+    (q, scale), *_ = triton_kernels().fused_rms_fp8_group_quant(x, weight, eps, group_size=group_size,
+                                                                 dtype_quant=dtype)
+    return q, scale
+
+
+@rows2d
+def _add_rms_quant_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int,
+                       dtype: torch.dtype) -> Any:
+    (q, scale), _, _, residual_out = triton_kernels().fused_rms_fp8_group_quant(
+        x, weight, eps, group_size=group_size, dtype_quant=dtype, res1=residual)
+    return q, residual_out, scale
+
+
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "rms_norm(Tensor x, Tensor weight, float eps) -> Tensor",
           lambda x, w, eps: ref.rms_norm(x, w, eps).contiguous(), _rms_fake),
@@ -208,10 +229,11 @@ OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "group_fp8_quant(Tensor x, SymInt group_size, ScalarType dtype) -> (Tensor, Tensor)",
           lambda *a: fresh(*ref.group_fp8_quant(*a)), quant_fake),
     OpDef("eqsat", "rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float eps, SymInt group_size,"
-          " ScalarType dtype) -> (Tensor, Tensor)", lambda *a: fresh(*rmsnorm_fp8_group_quant(*a)), _rms_quant_fake),
+          " ScalarType dtype) -> (Tensor, Tensor)", lambda *a: fresh(*rmsnorm_fp8_group_quant(*a)), _rms_quant_fake,
+          _rms_quant_gpu),
     OpDef("eqsat", "rmsnorm_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight, float eps,"
           " SymInt group_size, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
-          lambda *a: fresh(*rmsnorm_add_fp8_group_quant(*a)), _add_quant_fake),
+          lambda *a: fresh(*rmsnorm_add_fp8_group_quant(*a)), _add_quant_fake, _add_rms_quant_gpu),
 )
 
 

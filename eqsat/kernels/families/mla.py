@@ -52,10 +52,11 @@ from eqsat.core.spec import (
     same_dtype,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.kernels import norm_quant
-from eqsat.kernels.pad import never
+from eqsat.kernels.families import norm_quant
+from eqsat.kernels.families.pad import never
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, groups, operand
 from eqsat.library import reference as ref
+from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh, quant_fake, token_fake
 from eqsat.library.vllm import F32, FP8_OUT, aiter_transposed, divides, rows, standin_kernel
 
@@ -113,10 +114,10 @@ _QT = f"(QuantToken (Get {_K} 0) dt)"
 
 
 def _row(name: str, sig: str, outputs: tuple[str, ...], quant: str, constraints: tuple[str, ...],
-         doc: str) -> KernelSpec:
+         doc: str, platforms: frozenset[str] = _HIP) -> KernelSpec:
     return KernelSpec(name, params(sig), DualTraffic(quant), outputs=outputs,
                       constraints=(*dtype_accepted(name, "q"), *constraints), dtypes=ACT_DTYPES, numerics="rounding",
-                      platforms=_HIP, calibration_key=name.removeprefix("K_"), doc=doc)
+                      platforms=platforms, calibration_key=name.removeprefix("K_"), doc=doc)
 
 
 ROWS: tuple[KernelSpec, ...] = (
@@ -126,7 +127,8 @@ ROWS: tuple[KernelSpec, ...] = (
          "AITER HIP fused_qk_rmsnorm: q's and kv's rms_norm in one launch; outputs (q_normed, kv_normed)"),
     _row("K_mla_dual_rms_norm_group_quant", f"{_DUAL} G:i64 dt:dtype", (f"(Get {_QG} 0)", f"(Get {_QG} 1)",
          f"(Get {_K} 1)"), "group", group_constraints("q", "G"),
-         "AITER HIP fused_qk_rmsnorm_group_quant: outputs (q_fp8, q_scale [M, Nq / G], kv_normed)"),
+         "AITER fused_qk_rmsnorm_group_quant (HIP; Triton fused_rms_fp8_group_quant with a second input):"
+         " outputs (q_fp8, q_scale [M, Nq / G], kv_normed)", _HIP | {"triton"}),
     _row("K_mla_dual_rms_norm_per_token_quant", f"{_DUAL} dt:dtype", (f"(Get {_QT} 0)", f"(Get {_QT} 1)",
          f"(Get {_K} 1)"), "token", (),
          "AITER HIP fused_qk_rmsnorm_per_token_quant: outputs (q_fp8, q_scale [M, 1], kv_normed)"),
@@ -215,12 +217,22 @@ def _dual_token_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, 
     return (*token_fake(q, dtype), kv_normed)
 
 
+@rows2d
+def _dual_group_gpu(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor, q_eps: float,
+                    kv_eps: float, group_size: int, dtype: torch.dtype) -> Any:
+    """AITER's Triton fused_rms_fp8_group_quant with kv as its second, normed-only input."""
+    (q8, scale), _, kv_normed, _ = triton_kernels().fused_rms_fp8_group_quant(
+        q, q_weight, q_eps, kv, kv_weight, kv_eps, group_size=group_size, dtype_quant=dtype)
+    return q8, scale, kv_normed
+
+
 _DUAL_SCHEMA = "Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_eps, float kv_eps"
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", f"mla_dual_rms_norm({_DUAL_SCHEMA}) -> (Tensor, Tensor)",
           lambda *a: fresh(*mla_dual_rms_norm(*a)), _dual_fake),
     OpDef("eqsat", f"mla_dual_rms_norm_group_quant({_DUAL_SCHEMA}, SymInt group_size, ScalarType dtype)"
-          " -> (Tensor, Tensor, Tensor)", lambda *a: fresh(*mla_dual_rms_norm_group_quant(*a)), _dual_group_fake),
+          " -> (Tensor, Tensor, Tensor)", lambda *a: fresh(*mla_dual_rms_norm_group_quant(*a)), _dual_group_fake,
+          _dual_group_gpu),
     OpDef("eqsat", f"mla_dual_rms_norm_token_quant({_DUAL_SCHEMA}, ScalarType dtype) -> (Tensor, Tensor, Tensor)",
           lambda *a: fresh(*mla_dual_rms_norm_token_quant(*a)), _dual_token_fake),
 )

@@ -49,6 +49,7 @@ from eqsat.core.spec import (
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, operand
 from eqsat.library import reference as ref
+from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh
 from eqsat.library.vllm import rows, standin_kernel
 
@@ -141,9 +142,17 @@ def _add_rmsnorm_pad_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch
     return x.new_empty([*x.shape[:-1], padded_width(x.shape[-1], pad_to_multiple)]), x.new_empty(x.shape)
 
 
+@rows2d
+def _add_rmsnorm_pad_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                         pad_to_multiple: int) -> Any:
+    """AITER's Triton fused_add_rmsnorm_pad."""
+    return tuple(triton_kernels().fused_add_rmsnorm_pad(x, weight, eps, residual, pad_to_multiple))
+
+
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "add_rmsnorm_pad(Tensor x, Tensor residual, Tensor weight, float eps, SymInt pad_to_multiple)"
-          " -> (Tensor, Tensor)", lambda *a: fresh(*add_rmsnorm_pad(*a)), _add_rmsnorm_pad_fake),
+          " -> (Tensor, Tensor)", lambda *a: fresh(*add_rmsnorm_pad(*a)), _add_rmsnorm_pad_fake,
+          _add_rmsnorm_pad_gpu),
 )
 
 

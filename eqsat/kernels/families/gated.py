@@ -42,6 +42,7 @@ from eqsat.core.spec import (
     KernelSpec,
     OpDef,
     Traffic,
+    Twin,
     contiguous,
     dtype_accepted,
     last_dim_divisible,
@@ -59,7 +60,7 @@ from eqsat.library.define import check_norm_shapes, fresh, quant_fake
 from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, need, rows, standin_kernel
 
 MAX_ROW_BYTES = 64 * 1024  # T3: N * element size <= 64 KB
-_TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
+_ROCM = frozenset({"gfx942", "gfx950", "rdna4"})  # the installed AITER has no Triton build of it for CUDA
 
 
 def _gated(a: Mapping[str, object]) -> Traffic:
@@ -86,12 +87,14 @@ _Q = "(QuantGroup (RmsNormGated x z w eps) G dt)"
 K = "K_rms_gated_fp8_group_quant"
 
 ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("RmsNormGated", params("x:T z:T w:T eps:f64"), _gated, calibration_key="rms_norm_gated",
+    KernelSpec("RmsNormGated", params("x:T z:T w:T eps:f64"), _gated, calibration_key="rms_norm_gated", reference=ref.rms_norm_gated,
                implies=(DimsEqual("x", "z"), DimsEqual("x", "w", True)),
                doc="x32 * rsqrt(mean(x32^2) + eps) * float(w) * silu(z32), cast to x.dtype (vLLM RMSNormGated)"),
     KernelSpec(K, params("x:T z:T w:T eps:f64 G:i64 dt:dtype"), _gated_quant, outputs=(f"(Get {_Q} 0)", f"(Get {_Q} 1)"),
-               constraints=gated_constraints(K), dtypes=ACT_DTYPES, numerics="rounding", platforms=_TRITON,
+               constraints=gated_constraints(K), dtypes=ACT_DTYPES, numerics="rounding", platforms=_ROCM,
                calibration_key="rms_gated_group_quant",
+               inductor=Twin(2, (*rank("x", 2), *same_shape("x", "z"), *same_dtype("x", "z"), *same_dtype("x", "w"),
+                                 *last_dim_divisible("x", "G"))),
                doc="AITER Triton fused_rms_gated_fp8_group_quant: fp32 gated norm group-quantized, rows (M, D)"),
     NEG, EXP,
 )

@@ -13,17 +13,21 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_
 - ``mul-comm`` (exact): IEEE multiplication commutes (broadcast and promotion are symmetric), so
   ``w * y`` and ``y * w`` both match; ``clamp-split`` (exact): ``clamp(x, lo, hi)`` is
   ``clamp_max(clamp_min(x, lo), hi)``, NaN and ``lo > hi`` included (how post-grad graphs spell it).
-- ``lift-quant-group-<fp8>`` (rounding): vLLM's native ``QuantFP8`` group quant (view as
+- ``lift-quant-group-<fp8>[-<fmax>]`` (rounding): vLLM's native ``QuantFP8`` group quant (view as
   ``[.., G]``, ``scale = clamp_min(float(max|x_g|) / FMAX, 1 / (FMAX * 512))``,
   ``q = cast(clamp(x_g / scale, -FMAX, FMAX))``, view back, squeeze the scale) is ``QuantGroup(x, G,
-  fp8)``. AITER's QuantGroup uses ``finfo(fp8).max`` (240 on e4m3fnuz, vLLM native 224) and floors
-  amax at 1e-10 instead of the scale, so (q, scale) differ but q·scale agree within 1.3 fp8 steps
-  (``reference.fp8_step_error``; measured: 0.93 where the group's amax >= FMAX * min_scale = 1/512,
-  1.29 below it, where vLLM's scale floor coarsens its grid); all-zero groups give q·scale = 0 on both.
-  ``G`` is read off the grouped view's last dim; x is 2-D, its last dim a multiple of ``G``, q is
-  viewed back to x's shape and the scale to ``[rows, N / G]``. FMAX comes from ``NATIVE_FP8_MAX``.
+  fp8)``, for each (fp8, FMAX) of ``NATIVE_FP8_MAX``. AITER's QuantGroup uses ``finfo(fp8).max`` and
+  floors amax at 1e-10 instead of the scale, so (q, scale) differ but q·scale agree within
+  ``NATIVE_QUANT_TOL_STEPS`` fp8 steps (``reference.fp8_step_error``): about one step (one rounding
+  flip: division against AITER's reciprocal multiply; with vLLM's 224 on e4m3fnuz, the step
+  between 224 and 240), and more in a group whose amax is below FMAX * min_scale = 1/512, where vLLM's
+  scale floor coarsens its grid; all-zero groups give q·scale = 0 on both. ``G`` is read off the grouped
+  view's last dim; x is 2-D, its last dim a multiple of ``G``, q is viewed back to x's shape and the
+  scale to ``[rows, N / G]``.
   ``-folded``: the same chain where no 2-D x exists because the grouped view is the producer's own
   shape (Inductor dropped the two reshapes); x is made as the reshape of that value to q's shape.
+- ``amax-is-max`` (exact): ``amax(x, -1, keepdim=True)`` is the values of ``max.dim(x, -1, True)``
+  (both propagate NaN), so the group quant written with ``amax`` lifts too.
 
 Constants (``eps``, ``G``) are pattern variables; structure (which dims, dtypes, constants) is
 checked exactly with facts. All rules are equalities in one ruleset: their order never matters.
@@ -35,9 +39,22 @@ from __future__ import annotations
 from eqsat.core.rule import Rule, rewrite, rule
 from eqsat.core.spec import rank, same_dtype, same_last_dim, same_shape
 
-NATIVE_FP8_MAX: dict[str, float] = {"float8_e4m3fnuz": 224.0}
-"""fp8 dtype -> the max vLLM's native QuantFP8 clamps to (``get_fp8_min_max``: 224 on ROCm fnuz).
-e4m3fn (448) is not listed: the vLLM stand-in emits e4m3fnuz only, so it could not be tested."""
+NATIVE_FP8_MAX: tuple[tuple[str, float], ...] = (
+    ("float8_e4m3fn", 448.0), ("float8_e4m3fnuz", 224.0), ("float8_e4m3fnuz", 240.0))
+"""(fp8 dtype, the max a native group quant clamps to): vLLM's ``get_fp8_min_max`` gives finfo's 448 on
+e4m3fn (CUDA, gfx950) and 224 on ROCm's e4m3fnuz; code that reads ``finfo`` on e4m3fnuz clamps to 240."""
+
+NATIVE_QUANT_TOL_STEPS = 1.32
+"""How far q·scale of a lifted native group quant may move, in fp8 steps at the larger magnitude."""
+
+VLLM_FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 224.0}
+"""The max of vLLM's own native quant per fp8 dtype: its rule is named without the max."""
+
+
+def quant_group_name(fp8: str, fmax: float) -> str:
+    """``lift-quant-group-e4m3fn`` for vLLM's max, ``lift-quant-group-e4m3fnuz-240`` for another."""
+    suffix = "" if VLLM_FP8_MAX.get(fp8) == fmax else f"-{fmax:g}"
+    return f"lift-quant-group-{fp8.removeprefix('float8_')}{suffix}"
 
 
 def rms_tail(s32: str) -> str:
@@ -63,7 +80,7 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
     common = (f"(= __q {q})", f"(= __s (Reshape {scale} ss))", f'(= dt "{fp8}")', f"(= fmax {fmax!r})",
               "(= nf (neg fmax))", "(= lo (/ 1.0 (* fmax 512.0)))", "(= (dim xg -1) G)", "(> G 0)",
               "(= 0 (% __n G))", *rank("__s", 2), "(= (dim __s -1) (/ __n G))")
-    name = f"lift-quant-group-{fp8.removeprefix('float8_')}"
+    name = quant_group_name(fp8, fmax)
     if not folded:
         query = ("(= xg (Reshape x sg))", *common, *rank("x", 2), "(= (dim x -1) __n)", "(= (shape x) sq)")
         actions = ("(union __q (Get (QuantGroup x G dt) 0))", "(union __s (Get (QuantGroup x G dt) 1))")
@@ -82,10 +99,11 @@ _BIG = (
     rule("lift-add-rms-norm-residual",
          (f"(= __n {rms_tail(_S32)})", f"(= __res (Convert {_S32} (dtype x)))", *_WEIGHT, *_RESIDUAL),
          (f"(union __res (Get {_ADD_RMS} 1))",), family="lift"),
-    *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX.items() for folded in (False, True)),
+    *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX for folded in (False, True)),
 )
 RULES: tuple[Rule, ...] = (
     *_BIG,
     rewrite("mul-comm", "(Mul a b)", "(Mul b a)", family="lift"),
+    rewrite("amax-is-max", "(AmaxKeepLast x)", "(Get (MaxLast x) 0)", family="lift"),
     rewrite("clamp-split", "(Clamp x lo hi)", "(ClampMax (ClampMin x lo) hi)", family="lift"),
 )

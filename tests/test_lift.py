@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from eqsat.rewrites.lift import NATIVE_QUANT_TOL_STEPS
 
 import eqsat
 from eqsat.fx.importer import import_graph
@@ -22,10 +23,16 @@ from tests.conftest import FP8, rand, trace
 from tests.test_rules import check
 
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
-STAGED = ("lift-rms-norm", "lift-add-rms-norm", "lift-add-rms-norm-residual", "lift-quant-group-e4m3fnuz")
-TESTED_RULES = {*STAGED, *(f"{name}.match" for name in STAGED), "mul-comm", "clamp-split"}
+FN = torch.float8_e4m3fn
+QUANTS = ("lift-quant-group-e4m3fn", "lift-quant-group-e4m3fnuz", "lift-quant-group-e4m3fnuz-240")
+STAGED = ("lift-rms-norm", "lift-add-rms-norm", "lift-add-rms-norm-residual", *QUANTS)
+FOLDED = tuple(f"{name}-folded" for name in QUANTS[::2])  # e4m3fnuz-224's: tests/test_gated.py
+TESTED_RULES = {*STAGED, *FOLDED, *(f"{name}.match" for name in (*STAGED, *FOLDED)), "mul-comm", "clamp-split",
+                "amax-is-max"}
 FMAX = 224.0  # vLLM's native fp8 max on e4m3fnuz
-QUANT_TOL_STEPS = 1.3  # lift-quant-group's stated tolerance (rewrites/lift.py)
+QUANT_TOL_STEPS = NATIVE_QUANT_TOL_STEPS
+FORMS = {"e4m3fn-448": (FN, 448.0), "e4m3fnuz-224": (FP8, 224.0), "e4m3fnuz-240": (FP8, 240.0)}
+"""The native group quants that lift: vLLM's on CUDA / gfx950 and on ROCm fnuz, and finfo's on fnuz."""
 
 
 def rms_native(x32, w, eps):
@@ -33,12 +40,27 @@ def rms_native(x32, w, eps):
     return (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps)).to(w.dtype) * w
 
 
-def quant_native(x, group, fmax=FMAX, min_scale=None):
-    """vLLM ``QuantFP8._quantize_group_native`` as post-grad graphs spell it (clamp_min, clamp_max)."""
+def quant_native(x, group, fmax=FMAX, min_scale=None, fp8=FP8, amax=False):
+    """vLLM ``QuantFP8._quantize_group_native`` as post-grad graphs spell it (clamp_min, clamp_max);
+    ``amax``: the group max as ``amax(keepdim=True)`` (``benchmarks/gpu/native.py``)."""
     xg = x.reshape(-1, x.shape[-1] // group, group)
-    scale = (xg.abs().max(dim=-1, keepdim=True)[0].float() / fmax).clamp_min(min_scale or 1 / (fmax * 512))
-    q = (xg / scale).clamp_min(-fmax).clamp_max(fmax).to(FP8)
+    gmax = xg.abs().amax(dim=-1, keepdim=True) if amax else xg.abs().max(dim=-1, keepdim=True)[0]
+    scale = (gmax.float() / fmax).clamp_min(min_scale or 1 / (fmax * 512))
+    q = (xg / scale).clamp_min(-fmax).clamp_max(fmax).to(fp8)
     return q.reshape(-1, x.shape[-1]), scale.squeeze(-1)
+
+
+def quant_op(fp8, group):
+    """The quant a lifted native quant becomes: vLLM's AITER op for fnuz at G = 128, else the project's."""
+    if fp8 == FP8 and group == 128:
+        return lambda x: vllm.rocm_aiter_group_fp8_quant(x, group)
+    return lambda x: own.group_fp8_quant(x, group, fp8)
+
+
+def rms_quant_op(fp8, group, eps):
+    if fp8 == FP8 and group == 128:
+        return lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, eps, group)
+    return lambda x, w: own.rmsnorm_fp8_group_quant(x, w, eps, group, fp8)
 
 
 def add_rms_native(x, r, w, eps):
@@ -68,14 +90,16 @@ def test_native_chains_equal_vllm_ir_bitwise(eps):
     assert all(map(torch.equal, add_rms_native(x, r, w, eps), vir.fused_add_rms_norm(x, r, w, eps)))
 
 
-@pytest.mark.parametrize("magnitude", [0.0, 1e-6, 1e-4, 1e-3, 1.0, 300.0])
-def test_native_quant_is_aiter_quant_within_tolerance(magnitude):
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("magnitude", [0.0, 1e-6, 1e-4, 1e-3, 2e-3, 1.0, 300.0])
+def test_native_quant_is_aiter_quant_within_tolerance(magnitude, form):
     """The rounding of ``lift-quant-group``: q·s within 1.3 fp8 steps, tiny (floored) and zero groups too."""
+    fp8, fmax = FORMS[form]
     for seed in range(8):
         x = (torch.randn(64, 1024, generator=torch.Generator().manual_seed(seed)) * magnitude).to(torch.bfloat16)
         x[1, :128] = 0
         for group in (64, 128):  # AITER's quant (the reference: vLLM's op takes G = 128 only)
-            qs = (*ref.group_fp8_quant(x, group, FP8), *quant_native(x, group))
+            qs = (*ref.group_fp8_quant(x, group, fp8), *quant_native(x, group, fmax, fp8=fp8))
             assert fp8_step_error(*qs, group) <= QUANT_TOL_STEPS
 
 
@@ -124,13 +148,42 @@ def test_lift_add_rms_norm_fuses_group_quant():
     check(before, after, XRW, numerics="rounding", fires="lift-add-rms-norm", standalone_lifts=True)
 
 
+@pytest.mark.parametrize("form", FORMS)
 @pytest.mark.parametrize("group", [128, 64])
-def test_lift_quant_group(group):
-    """The native quant lifts for any G; vLLM's op spells G = 128 only, so G = 64 is the project's op."""
-    quant = (lambda x: vllm.rocm_aiter_group_fp8_quant(x, group)) if group == 128 else \
-        (lambda x: own.group_fp8_quant(x, group, FP8))
-    check(lambda x: quant_native(x, group), quant, [rand(8, 512)], numerics="rounding", group=group,
-          fires="lift-quant-group-e4m3fnuz", standalone_lifts=True)
+def test_lift_quant_group(group, form):
+    """The native quant lifts for any G and each form; vLLM's op spells G = 128 on fnuz only."""
+    fp8, fmax = FORMS[form]
+    check(lambda x: quant_native(x, group, fmax, fp8=fp8), quant_op(fp8, group), [rand(8, 512)],
+          numerics="rounding", group=group, fires=QUANTS[list(FORMS).index(form)], standalone_lifts=True)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_lift_quant_group_written_with_amax(form):
+    fp8, fmax = FORMS[form]
+    check(lambda x: quant_native(x, 128, fmax, fp8=fp8, amax=True), quant_op(fp8, 128), [rand(8, 512)],
+          numerics="rounding", fires="amax-is-max", standalone_lifts=True)
+
+
+@pytest.mark.parametrize("form", ["e4m3fn-448", "e4m3fnuz-240"])
+def test_lift_quant_group_folded(form):
+    """A grouped value of its own (``[N, H, G]``, no 2-D x to view): the rule makes x as its reshape."""
+    fp8, fmax = FORMS[form]
+
+    def before(y):
+        scale = (y.abs().max(dim=-1, keepdim=True)[0].float() / fmax).clamp_min(1 / (fmax * 512))
+        q = (y / scale).clamp_min(-fmax).clamp_max(fmax).to(fp8)
+        return q.reshape(-1, 512), scale.reshape(-1, 4)
+
+    check(before, lambda y: quant_op(fp8, 128)(y.reshape(-1, 512)), [rand(8, 4, 128)],
+          numerics="rounding", fires=f"{QUANTS[list(FORMS).index(form)]}-folded", standalone_lifts=True)
+
+
+def test_gpu_benchmarks_native_norm_and_quant_fuse():
+    """``benchmarks/gpu/native.py``'s e4m3fn / 448 chain (what Inductor runs there) is the fused kernel."""
+    from benchmarks.gpu import native
+
+    check(native.native_rms_group_quant, rms_quant_op(FN, 128, native.EPS), XW, numerics="rounding",
+          fires="lift-quant-group-e4m3fn")
 
 
 def test_clamp_split():
@@ -144,10 +197,11 @@ def test_clamp_split():
           fires="clamp-split", standalone_lifts=True)
 
 
-def test_all_native_norm_and_quant_fuse():
-    check(lambda x, w: quant_native(rms_native(x.float(), w, 1e-6), 128),
-          lambda x, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(x, w, 1e-6, 128), XW, numerics="rounding",
-          fires="lift-quant-group-e4m3fnuz")
+@pytest.mark.parametrize("form", FORMS)
+def test_all_native_norm_and_quant_fuse(form):
+    fp8, fmax = FORMS[form]
+    check(lambda x, w: quant_native(rms_native(x.float(), w, 1e-6), 128, fmax, fp8=fp8),
+          rms_quant_op(fp8, 128, 1e-6), XW, numerics="rounding", fires=QUANTS[list(FORMS).index(form)])
 
 
 # -- near misses stay as they are -------------------------------------------------------------------
@@ -169,6 +223,12 @@ NEAR_MISSES = {
                                                                         + 1e-6)).to(w.dtype) * w,
     "other-fp8-max": lambda x, w: quant_native(x, 128, fmax=200.0),
     "other-min-scale": lambda x, w: quant_native(x, 128, min_scale=1e-4),
+    "e4m3fn-clamped-to-224": lambda x, w: quant_native(x, 128, fp8=FN),
+    "e4m3fn-min-scale-of-240": lambda x, w: quant_native(x, 128, 448.0, 1 / (240 * 512), fp8=FN),
+    "fnuz-min-scale-of-224-max-240": lambda x, w: quant_native(x, 128, 240.0, 1 / (224 * 512)),
+    "amax-over-tokens": lambda x, w: (lambda xg: ((xg / (xg.abs().amax(0, keepdim=True).float() / 448.0)
+                                                   .clamp_min(1 / (448 * 512))).clamp(-448.0, 448.0).to(FN)))(
+        x.reshape(-1, 4, 128)),
 }
 
 
@@ -204,7 +264,8 @@ def _every_rule_fires(x, r, w1, w2, g):
              vllm.rocm_aiter_act_mul_and_fp8_group_quant(g, 128),
              vllm.rocm_aiter_group_fp8_quant(torch.ops.eqsat.silu_and_mul(g), 128))
     clamped = (x.float().reshape(-1, 4, 128).clamp(-FMAX, FMAX) * 2).reshape(-1, 512)
-    return (*quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped)
+    forms = (quant_native(r, 128, fmax, fp8=fp8, amax=fp8 == FN) for fp8, fmax in FORMS.values())
+    return (*quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped, *(t for f in forms for t in f))
 
 
 def _plan(rule_name: str, imported) -> str:
@@ -241,7 +302,8 @@ def test_rules_that_union_plan_as_one_bag():
     names = [r.name for r in default_rules(eqsat.DEFAULT_CATALOG, "rounding") if not r.name.endswith(".match")]
     plans = {name: _plan(name, imported) for name in names}
     assert not [n for n, p in plans.items() if p == "decomposed"], plans
-    assert all(plans[r.name] == "single" for r in lift.RULES if not r.name.endswith(".match")), plans
+    assert {r.name: plans[r.name] for r in lift.RULES if plans[r.name] != "single" and not r.name.endswith(".match")} \
+        == {}
 
 
 def test_a_staged_match_reads_structure_only():

@@ -33,6 +33,7 @@ TESTED_RULES = {
     "quant-static-inplace-q", "quant-static-inplace-scale", "quant-token-vllm", "quant-static-vllm",
     "lift-quant-token-e4m3fnuz", "lift-quant-token-e4m3fn", "lift-quant-static-e4m3fnuz", "lift-quant-static-e4m3fn",
     "lift-quant-token-e4m3fnuz.match", "lift-quant-token-e4m3fn.match",  # staged (rewrites/lift.py)
+    "lift-quant-token-e4m3fnuz-240", "lift-quant-token-e4m3fnuz-240.match", "lift-quant-static-e4m3fnuz-240",
 }
 
 
@@ -99,7 +100,7 @@ def test_native_chains_are_the_vllm_rows_bitwise(dt):
         assert torch.equal(static_native(x, scale, dt).float(), ref.vllm_static_fp8_quant(x, scale, dt).float())
 
 
-@pytest.mark.parametrize("magnitude", [0.0, 1e-5, 1e-3, 1.0, 300.0])
+@pytest.mark.parametrize("magnitude", [0.0, 1e-5, 1e-3, 2e-3, 1.0, 300.0])
 def test_vllm_convention_is_aiter_within_tolerance(magnitude):
     """The rounding of ``quant-token-vllm`` / ``quant-static-vllm`` (and of reading ``_C``'s division)."""
     x = (torch.randn(64, N, generator=torch.Generator().manual_seed(1)) * magnitude).to(BF16)
@@ -110,6 +111,9 @@ def test_vllm_convention_is_aiter_within_tolerance(magnitude):
     assert fp8_step_error(q_c, s_c, *ref.token_fp8_quant(x, FP8), N) <= TOKEN_TOL_STEPS
     s = torch.tensor([0.01])  # x / s saturates from magnitude 1 on
     assert static_steps(ref.vllm_static_fp8_quant(x, s, FP8), ref.static_fp8_quant(x, s, FP8), s) <= 1.0
+    for dt, fmax in ((FN, 448.0), (FP8, 240.0)):  # finfo's bound: the per-token floor is the only difference
+        assert fp8_step_error(*token_native(x, dt, fmax), *ref.token_fp8_quant(x, dt), N) <= TOKEN_TOL_STEPS
+        assert torch.equal(static_native(x, s, dt, fmax), ref.static_fp8_quant(x, s, dt))
 
 
 SCHEMAS = [
@@ -168,7 +172,8 @@ def test_rules_plan_as_one_bag():
     def every(x, r, w, s):
         a, res = vir.fused_add_rms_norm(x, r, w, 1e-6)
         return (*token_native(vir.rms_norm(x, w, 1e-6)), static_native(a, s), *token_native(x, FN),
-                static_native(x, s, FN), *own.vllm_token_fp8_quant(a, FP8), own.vllm_static_fp8_quant(a, s, FP8),
+                static_native(x, s, FN), *token_native(a, FP8, 240.0), static_native(res, s, FP8, 240.0),
+                *own.vllm_token_fp8_quant(a, FP8), own.vllm_static_fp8_quant(a, s, FP8),
                 *vllm.rocm_aiter_rmsnorm_fused_dynamic_quant(x, w, 1e-6, FP8), res,
                 *vllm.rocm_aiter_rmsnorm_fused_add_dynamic_quant(x, r, w, 1e-6, FP8),
                 vllm.rocm_aiter_fused_rms_fp8_per_tensor_static_quant(x, w, 1e-6, s, FP8),
@@ -269,16 +274,17 @@ def test_unlift_add_rmsnorm_static_quant_shares_kernel():
     check_static(before, after, [*XRW, S], fires="unlift-K_add_rms_fp8_per_tensor_static_quant")
 
 
-@pytest.mark.parametrize("dt", [FP8, FN])
-def test_lift_native_quants(dt):
-    name = str(dt).removeprefix("torch.float8_")
-    check(lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), dt),
+@pytest.mark.parametrize(("dt", "fmax"), [(FP8, None), (FN, None), (FP8, 240.0)])
+def test_lift_native_quants(dt, fmax):
+    """vLLM's bounds (224 on e4m3fnuz, 448 on e4m3fn) and finfo's 240 on e4m3fnuz (-240)."""
+    name = str(dt).removeprefix("torch.float8_") + (f"-{fmax:g}" if fmax else "")
+    check(lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), dt, fmax),
           lambda x, w: vllm.rocm_aiter_rmsnorm_fused_dynamic_quant(x, w, 1e-6, dt),
           XW, numerics="rounding", group=N, fires=f"lift-quant-token-{name}")
 
     def before(x, r, w, s):
         n, res = vir.fused_add_rms_norm(x, r, w, 1e-6)
-        return static_native(n, s, dt), res
+        return static_native(n, s, dt, fmax), res
 
     check_static(before, lambda x, r, w, s: vllm.rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant(
         x, r, w, 1e-6, s, dt), [*XRW, S], fires=f"lift-quant-static-{name}")
@@ -390,10 +396,12 @@ def _scale_of_another(x, w, y):  # the native per-token tail of the norm output,
     (lambda xt, w: _token(xt.t(), w), [rand(N, 8), XW[1]]),  # non-contiguous input
     (_static, [*XW, torch.tensor([0.02, 0.03])]), (_static, [*XW, torch.tensor([[0.02, 0.02]])]),  # 2 elements
     (_static, [*XW, torch.tensor([0.02], dtype=BF16)]),  # a bf16 scale
-    (lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), fmax=240.0), XW),  # not vLLM's bound: no lift
-    (lambda x, w, s: static_native(vir.rms_norm(x, w, 1e-6), s, fmax=240.0), [*XW, S]),
+    (lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), fmax=200.0), XW),  # no fp8 bound: no lift
+    (lambda x, w, s: static_native(vir.rms_norm(x, w, 1e-6), s, fmax=200.0), [*XW, S]),
+    (lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), FN, fmax=240.0), XW),  # e4m3fn's is 448
     (_scale_of_another, [*XW, rand(8, N, seed=9)]),
 ], ids=["w32-token", "w32-static", "3d-token", "3d-static", "strided", "scale2", "scale1x2", "scale-bf16",
-        "native-token-240", "native-static-240", "native-scale-of-another"])
+        "native-token-200", "native-static-200",
+        "e4m3fn-token-240", "native-scale-of-another"])
 def test_no_rewrite(before, inputs):
     unchanged(before, inputs)

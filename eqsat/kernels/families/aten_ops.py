@@ -17,8 +17,8 @@ Spellings (vocabulary ``"aten"``): a constructor may have several (``Convert`` i
 ``prims.convert_element_type`` in post-grad graphs and ``aten._to_copy`` in ``make_fx`` ones), and
 a target may spell several constructors (``add.Tensor`` is ``AddS`` with a Python scalar second
 argument, ``Add`` with a tensor). Import takes the first spelling that fits a node and otherwise
-imports it generically; emission uses a constructor's first spelling. ``MeanLast`` and ``MaxLast``
-pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reduction over any other
+imports it generically; emission uses a constructor's first spelling. ``MeanLast``, ``MaxLast`` and
+``AmaxKeepLast`` pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reduction over any other
 dim is not one of them. Likewise ``SplitLast2`` is a two-way ``split_with_sizes`` over the last dim
 (other splits stay generic) and ``PadLast`` a ``constant_pad_nd`` by ``[0, p]`` with zeros. The
 views (``Slice``, ``SplitLast2``) move no data and cost nothing. Invariant: every row here means
@@ -88,6 +88,7 @@ ROWS: tuple[KernelSpec, ...] = (
     _row("Rsqrt", "x:T", _elementwise, "aten.rsqrt.default", "1 / sqrt(x)"),
     _row("Abs", "x:T", _elementwise, "aten.abs.default", "|x|"),
     _row("MaxLast", "x:T", _max_last, "aten.max.dim", "(values, indices) of max over the last dim, keepdim=True"),
+    _row("AmaxKeepLast", "x:T", _mean_last, "aten.amax.default", "max over the last dim, keepdim=True (values only)"),
     _row("DivS", "x:T c:f64", _elementwise, "aten.div.Tensor", "x / c, c a scalar (true division)"),
     _row("Div", "x:T y:T", _elementwise, "aten.div.Tensor", "x / y, broadcast and promoted (true division)"),
     _row("ClampMin", "x:T c:f64", _elementwise, "aten.clamp_min.default", "max(x, c), NaN kept"),
@@ -114,6 +115,7 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("Rsqrt", "aten::rsqrt", ("x",)),
         Spelling("Abs", "aten::abs", ("x",)),
         Spelling("MaxLast", "aten::max.dim", ("x",), fixed=(("dim", -1), ("keepdim", True))),
+        Spelling("AmaxKeepLast", "aten::amax", ("x",), fixed=_LAST_KEEPDIM),
         Spelling("DivS", "aten::div.Tensor", ("x", "c")),
         Spelling("Div", "aten::div.Tensor", ("x", "y")),
         Spelling("ClampMin", "aten::clamp_min", ("x", "c")),

@@ -17,6 +17,9 @@ Two conventions of the same two quants live side by side, each exact to what spe
   AITER rows: q·s agree within 1.3 fp8 steps (a static quant differs only where it saturates, by
   the one step between 224 and 240). The ``_C`` per-token kernel divides by its scale where the
   native code multiplies by the reciprocal (an fp32 ulp, as ``_C::per_token_group_fp8_quant``).
+  The same native chains clamped to finfo's 240 on e4m3fnuz (code that reads ``finfo``) lift to the
+  AITER rows directly (``-240``): the static one is ``QuantStatic`` exactly, the per-token one
+  ``QuantToken`` within rounding (its scale floor).
 - ``QuantStaticInplace(x, s, dt)`` is AITER's mutating ``per_tensor_quant(out, x, scale,
   is_dynamic=False)`` as ``auto_functionalized`` (v1) hands it over: output 0 (getitem 1) is q,
   output 1 (getitem 2) the scale buffer after the call, which a static quant leaves as it was
@@ -214,23 +217,28 @@ def _fp8(fp8: str, fmax: float) -> tuple[str, ...]:
     return (f'(= dt "{fp8}")', f"(= fmax {fmax!r})", "(= nf (neg fmax))")
 
 
-def lift_quant_token(fp8: str, fmax: float) -> Rule:
+def lift_quant_token(fp8: str, fmax: float, op: str = "QuantTokenVllm", numerics: str = "exact") -> Rule:
     """Native per-token quant (``abs, amax(-1), unsqueeze, float, / fmax, clamp_min(1 / (fmax * 512))``
-    for the scale, then ``_q``) of a 2-D x is ``QuantTokenVllm``: the scale's reshape is the
-    unsqueeze because it keeps the row count and ends in 1 (a cyclic query: x twice; the engine stages it)."""
+    for the scale, then ``_q``) of a 2-D x is ``QuantTokenVllm`` (or ``op``: ``QuantToken``, within
+    rounding, for finfo's 240 on e4m3fnuz): the scale's reshape is the unsqueeze because it keeps the
+    row count and ends in 1 (a cyclic query: x twice; the engine stages it)."""
     scale = '(ClampMin (DivS (Convert (Reshape (AmaxLast (Abs x)) ss) "float32") fmax) lo)'
     query = (f"(= __s {scale})", f"(= __q {_q('__s')})", *_fp8(fp8, fmax), "(= lo (/ 1.0 (* fmax 512.0)))",
              *rank("x", 2), *rank("__s", 2), "(= (dim __s -1) 1)")
-    actions = ("(union __q (Get (QuantTokenVllm x dt) 0))", "(union __s (Get (QuantTokenVllm x dt) 1))")
-    return rule(f"lift-quant-token-{fp8.removeprefix('float8_')}", query, actions, family="lift")
+    actions = (f"(union __q (Get ({op} x dt) 0))", f"(union __s (Get ({op} x dt) 1))")
+    return rule(_lift_name("token", fp8, fmax, op), query, actions, numerics, family="lift")
 
 
-def lift_quant_static(fp8: str, fmax: float) -> Rule:
+def lift_quant_static(fp8: str, fmax: float, op: str = "QuantStaticVllm") -> Rule:
     """Native static quant (``_q`` of a one-element fp32 scale) of a 2-D x is ``QuantStaticVllm``
-    (q stays 2-D, so the scale broadcast did not add a dim)."""
+    (or ``op``: ``QuantStatic`` exactly, for finfo's 240 on e4m3fnuz; q stays 2-D, so the scale
+    broadcast did not add a dim)."""
     query = (f"(= __q {_q('s')})", *_fp8(fp8, fmax), *static_scale("s"), *rank("x", 2), *rank("__q", 2))
-    return rule(f"lift-quant-static-{fp8.removeprefix('float8_')}", query, ("(union __q (QuantStaticVllm x s dt))",),
-                family="lift")
+    return rule(_lift_name("static", fp8, fmax, op), query, (f"(union __q ({op} x s dt))",), family="lift")
+
+
+def _lift_name(kind: str, fp8: str, fmax: float, op: str) -> str:
+    return f"lift-quant-{kind}-{fp8.removeprefix('float8_')}" + ("" if op.endswith("Vllm") else f"-{fmax:g}")
 
 
 _FP8 = {dtype_name(d): ref.vllm_fp8_max(d) for d in (torch.float8_e4m3fnuz, torch.float8_e4m3fn)}
@@ -243,6 +251,8 @@ RULES: tuple[Rule, ...] = (
             family="lift"),
     *(lift_quant_token(fp8, fmax) for fp8, fmax in _FP8.items()),
     *(lift_quant_static(fp8, fmax) for fp8, fmax in _FP8.items()),
+    lift_quant_token("float8_e4m3fnuz", 240.0, "QuantToken", "rounding"),
+    lift_quant_static("float8_e4m3fnuz", 240.0, "QuantStatic"),
 )
 
 

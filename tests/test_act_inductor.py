@@ -6,8 +6,10 @@ from dataclasses import replace
 
 import torch
 
+import eqsat
 from eqsat.cost.roofline import KernelTiming, load_profile
 from eqsat.library import reference as ref
+from eqsat.library.reference import fp8_step_error
 from tests.conftest import rand
 from tests.test_rules import check
 
@@ -49,7 +51,8 @@ def test_unlift_silu_mul_group_quant_shares_kernel():
 def test_inductor_rms_group_quant_inlines_native_chain():
     check(lambda x, w: vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128),
           lambda x, w: ref.group_fp8_quant(ref.rms_norm(x, w, 1e-6), 128, torch.float8_e4m3fnuz),
-          [rand(8, 512), rand(512)], numerics="rounding", fires="fuse-I_rms_group_quant", profile=inductor_wins())
+          [rand(8, 512), rand(512)], numerics="rounding", fires="fuse-I_rms_group_quant", profile=inductor_wins(),
+          post_grad=True)
 
 
 def test_inductor_add_rms_group_quant_inlines_native_chain():
@@ -64,13 +67,14 @@ def test_inductor_add_rms_group_quant_inlines_native_chain():
         return q, s, res
 
     check(before, after, [rand(8, 512), rand(8, 512, seed=5), rand(512)], numerics="rounding",
-          fires="fuse-I_add_rms_group_quant", profile=inductor_wins())
+          fires="fuse-I_add_rms_group_quant", profile=inductor_wins(), post_grad=True)
 
 
 def test_inductor_silu_group_quant_inlines_native_chain():
     check(lambda x: own.group_fp8_quant(own.silu_and_mul(x), 128, FN),
           lambda x: ref.group_fp8_quant(ref.silu_and_mul(x), 128, FN),
-          [rand(8, 512)], numerics="rounding", fires="fuse-I_silu_group_quant", profile=inductor_wins())
+          [rand(8, 512)], numerics="rounding", fires="fuse-I_silu_group_quant", profile=inductor_wins(),
+          post_grad=True)
 
 
 def test_inductor_rms_gated_group_quant_inlines_native_chain():
@@ -79,4 +83,24 @@ def test_inductor_rms_gated_group_quant_inlines_native_chain():
 
     check(before, lambda x, z, w: ref.group_fp8_quant(ref.rms_norm_gated(x, z, w, 1e-6), 128, torch.float8_e4m3fnuz),
           [rand(8, 256), rand(8, 256, seed=5), rand(256)], numerics="rounding",
-          fires="fuse-I_rms_gated_group_quant", profile=inductor_wins())
+          fires="fuse-I_rms_gated_group_quant", profile=inductor_wins(), post_grad=True)
+
+
+def test_a_twin_inlined_inside_torch_compile_is_post_grad_aten():
+    """An Inductor twin chosen inside torch.compile is written in the ATen a post-grad graph holds
+    (Inductor's decompositions: no ``_to_copy``, which its lowering refuses), and the compiled model
+    stays within the contract."""
+    h200 = load_profile("h200")
+    twin_wins = replace(h200, name="twin-wins", kernels={
+        **h200.kernels, "inductor:rms_gated_group_quant": KernelTiming(0.0, 1e9)})
+
+    def f(x, z, w):
+        return own.group_fp8_quant(own.rms_norm_gated(x, z, w, 1e-5), 128, torch.float8_e4m3fn)
+
+    x, z, w = rand(64, 1024), rand(64, 1024, seed=1), rand(1024, seed=2)
+    p = eqsat.EqSatPass(profile=twin_wins, sizes=64, strict=True)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(post_grad_custom_post_pass=p, fx_graph_cache=False):
+        q, s = torch.compile(f)(x, z, w)
+    assert p.last_report is not None and p.last_report.kernels_chosen == {"I_rms_gated_group_quant": 1}
+    assert fp8_step_error(q, s, *f(x, z, w), 128) <= 1.25

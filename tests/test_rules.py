@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch._inductor.decomposition import select_decomp_table
 
 import eqsat
+from eqsat.fx.capture import trace_tokens
 from eqsat.library.reference import fp8_step_error
 from tests.conftest import rand, structure, trace
 
@@ -55,9 +57,11 @@ def compare_outputs(got: object, want: object, numerics: str, tol: float = FP8_T
 
 
 def check(before, after, inputs, *, numerics: str = "exact", group: int = 128, fires: str = "",
-          tol: float = FP8_TOL_STEPS, **options) -> None:
-    """``tol``: fp8 steps for a rounding rule (``lift-quant-group``'s own is 1.3: vLLM's scale floor)."""
-    gm, after_gm = trace(before, *inputs), trace(after, *inputs)
+          tol: float = FP8_TOL_STEPS, post_grad: bool = False, **options) -> None:
+    """``tol``: fp8 steps for a rounding rule (``lift-quant-group``'s own is 1.3: vLLM's scale floor);
+    ``post_grad``: ``after`` is traced with Inductor's decompositions (how emit writes inlined ATen)."""
+    gm = trace(before, *inputs)
+    after_gm = trace_tokens(after, *inputs, decompositions=select_decomp_table() if post_grad else None)
     reference = trace(before, *inputs)
     report = eqsat.optimize(gm, emit="always", strict=True, **options)
     assert structure(gm) == structure(after_gm), "\n".join(["got:", *structure(gm), "want:", *structure(after_gm)])

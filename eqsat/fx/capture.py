@@ -20,7 +20,8 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 
-def trace_tokens(f: Callable[..., object], *inputs: torch.Tensor) -> torch.fx.GraphModule:
+def trace_tokens(f: Callable[..., object], *inputs: torch.Tensor, decompositions: dict | None = None
+                 ) -> torch.fx.GraphModule:
     shape_env = ShapeEnv()
     mode = FakeTensorMode(shape_env=shape_env, allow_non_fake_inputs=True)
     token_sizes = {t.shape[0] for t in inputs if t.dim() >= 2}
@@ -30,7 +31,7 @@ def trace_tokens(f: Callable[..., object], *inputs: torch.Tensor) -> torch.fx.Gr
         # meta kernels (constant_pad_nd's) read sizes as ints and would specialize the token symbol
         fakes = [torch.empty_strided((tokens[t.shape[0]], *t.shape[1:]), t.stride(), dtype=t.dtype)
                  if t.dim() >= 2 else mode.from_tensor(t, static_shapes=True) for t in inputs]
-        return make_fx(f, tracing_mode="real")(*fakes)
+        return make_fx(f, decompositions, tracing_mode="real")(*fakes)
 
 
 def copy_graph(graph_or_module: fx.Graph | fx.GraphModule) -> fx.GraphModule:

@@ -26,6 +26,7 @@ from functools import cached_property, lru_cache
 
 import torch
 import torch.fx as fx
+from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
@@ -274,11 +275,12 @@ class _Emitter:
                 it = iter(tensors)
                 return fn(*(next(it) if isinstance(a, fx.Node) else a for a in args))
 
+            decompositions = select_decomp_table()  # the ATen a post-grad graph holds (no _to_copy)
             if self.fake_mode is None:
-                sub = make_fx(on_tensors, tracing_mode="fake")(*fakes)
+                sub = make_fx(on_tensors, decompositions, tracing_mode="fake")(*fakes)
             else:
                 with self.fake_mode:
-                    sub = make_fx(on_tensors, tracing_mode="real")(*fakes)
+                    sub = make_fx(on_tensors, decompositions, tracing_mode="real")(*fakes)
             self.traces[key] = sub
         placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
         val_map: dict[fx.Node, fx.Node] = dict(zip(placeholders, nodes, strict=True))

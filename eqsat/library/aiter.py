@@ -33,8 +33,12 @@ class AiterMissing(RuntimeError):
 
 def aiter_dir() -> str | None:
     """The installed ``aiter`` package's folder, found without importing it (None: not installed)."""
-    spec = importlib.util.find_spec("aiter") if "aiter" not in sys.modules else sys.modules["aiter"].__spec__
-    locations = list(spec.submodule_search_locations or []) if spec is not None else []
+    loaded = sys.modules.get("aiter")
+    if loaded is not None:  # the real package or this module's stand-in (which has no spec)
+        locations = list(getattr(loaded, "__path__", []))
+    else:
+        spec = importlib.util.find_spec("aiter")
+        locations = list(spec.submodule_search_locations or []) if spec is not None else []
     for d in locations:
         if os.path.isfile(os.path.join(d, "ops", "triton", "fused_fp8_quant.py")):
             return d

@@ -1,0 +1,411 @@
+"""Model blocks as users write them, for the end-to-end benchmark ``e2e.py`` (issue 29, part 3).
+
+Plain PyTorch ``nn.Module``s, no custom ops: norms as Hugging Face writes ``LlamaRMSNorm`` (with a
+residual, the add first as vLLM's ``RMSNorm.forward_static`` writes it: fp32 add, residual rounded; or
+HF's bf16 ``residual + hidden`` with ``residual="hf"``); vLLM's native fp8 quant (``QuantFP8``'s
+``_quantize_group_native``, the values of ``native.native_group_quant``: group 128, scale = max|x| / 448
+floored at 1 / (448 * 512), float8_e4m3fn; per-token as ``QuantFP8.forward_native``); vLLM's
+``SiluAndMul.forward_native`` and ``RMSNormGated`` native; real GEMMs (``fp8_gemm``: dequantise q * scale
+per group to bf16, then ``@ w.t()`` in bf16 in ``gemm``, the one place a GEMM is written, to be swapped for
+``torch._scaled_mm`` later); attention as ``F.scaled_dot_product_attention`` (causal, the M tokens one
+sequence, no RoPE: elementwise work Inductor fuses and no rule reads).
+
+- ``deepseek``: DeepSeek-V3 decoder layer, TP 8 (hidden 7168, q_lora 1536, kv_lora 512 + rope 64, 16 heads
+  of qk 128 + 64 and v 128, dense MLP 18432 / 8): add + norm + group quant -> fused q_a/kv_a GEMM; q_a norm
+  + quant -> q_b GEMM; kv_a norm -> kv_b GEMM (bf16); SDPA (v padded to the qk head dim, as HF's
+  DeepSeek does for flash attention); group quant -> o_proj; add + norm + quant -> gate_up; silu_and_mul +
+  quant -> down. Outputs (out, residual).
+- ``llama``: Llama-3.1-8B FP8 layer (hidden 4096, 32 / 8 kv heads of 128, MLP 14336), dynamic per-token
+  quant before each GEMM (``quant="group"``: group quant instead), GQA as HF's ``repeat_kv``.
+- ``qwen3next``: Qwen3-Next gated-attention output: the GDN core output and its gate ``z`` (32 value heads
+  of 128, TP 1, as ``benchmarks/graphs/models.py``) viewed (-1, 128), vLLM's ``RMSNormGated`` native
+  (norm before gate, silu(z)), viewed back (M, 4096), group quant -> out_proj (to hidden 2048).
+- ``gptoss``: gpt-oss (120b) post-attention: add + RMSNorm (hidden 2880), router GEMM (bf16, bias) to 128
+  experts, top-4 with softmax over the top 4 (``router_logits`` returned too, as vLLM hands them to the
+  MoE), and the normed state zero-padded to a multiple of 256 for the MoE (``F.pad``).
+
+``BLOCKS`` names them; ``tiny=True`` gives the same structure at small widths (every quantised width a
+multiple of 128) for the CPU dry run. Each block's ``outputs`` says how ``e2e.py`` checks each output;
+``block.fp8 = False`` (eager only) replaces every quant by the identity, to measure the fp8 noise floor.
+Run them through the benchmark: ``.venv/bin/python benchmarks/gpu/e2e.py --dry-run`` (CPU), or on the GPU
+as ``e2e.py``'s docstring says.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import native
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+FP8 = torch.float8_e4m3fn
+FP8_MAX = native.FP8_MAX  # 448: float8_e4m3fn, the H200's
+FP8_MIN_SCALE = 1.0 / (FP8_MAX * 512.0)  # vLLM's _FP8_MIN_SCALING_FACTOR
+G = 128
+BF16 = torch.bfloat16
+
+
+# -- the ops, as vLLM / Hugging Face write them ------------------------------------------------------------
+
+def gemm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The one GEMM call of every block (bf16 ``x @ w.t()``); swap it here for ``torch._scaled_mm``."""
+    return x @ w.t()
+
+
+def fp8_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """W8A8 GEMM as a dequantise + bf16 GEMM: ``q`` [M, K] fp8, ``s`` [M, K / g] fp32 (g = K / s's last
+    dim: 128 for group quant, K for per-token), ``w`` [N, K] bf16."""
+    m, k = q.shape
+    g = k // s.shape[-1]
+    x = (q.float().view(m, k // g, g) * s.view(m, k // g, 1)).view(m, k).to(BF16)
+    return gemm(x, w)
+
+
+def group_quant(x: torch.Tensor, group_size: int = G) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``QuantFP8._quantize_group_native`` (e4m3fn, 448, scale floored at 1 / (448 * 512)): the
+    values of ``native.native_group_quant``, written as vLLM writes them (``max(dim)[0]``, not ``amax``:
+    the form the project's lift rule reads)."""
+    orig_shape = x.shape
+    hidden_dim = x.shape[-1]
+    num_groups = (hidden_dim + group_size - 1) // group_size
+    padded_dim = num_groups * group_size
+    if padded_dim != hidden_dim:
+        x = F.pad(x, (0, padded_dim - hidden_dim), mode="constant", value=0.0)
+    x_grouped = x.view(-1, num_groups, group_size)
+    absmax = x_grouped.abs().max(dim=-1, keepdim=True)[0].float()
+    scales = (absmax / FP8_MAX).clamp(min=FP8_MIN_SCALE)
+    x_scaled = x_grouped / scales
+    x_quant = x_scaled.clamp(-FP8_MAX, FP8_MAX).to(FP8)
+    x_quant = x_quant.view(-1, padded_dim)
+    if padded_dim != hidden_dim:
+        x_quant = x_quant[..., :hidden_dim]
+    x_quant = x_quant.view(orig_shape)
+    scales = scales.squeeze(-1)
+    scales = scales.reshape(orig_shape[:-1] + (num_groups,))
+    return x_quant, scales
+
+
+def token_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's ``QuantFP8.forward_native``, dynamic per-token: scale [M, 1] fp32."""
+    x_max = x.abs().max(dim=-1).values.unsqueeze(-1).to(torch.float32)
+    scale = (x_max / FP8_MAX).clamp(min=FP8_MIN_SCALE)
+    out = (x.to(torch.float32) * scale.reciprocal()).clamp(-FP8_MAX, FP8_MAX).to(FP8)
+    return out, scale
+
+
+def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
+    """vLLM's ``SiluAndMul.forward_native``."""
+    d = x.shape[-1] // 2
+    return F.silu(x[..., :d]) * x[..., d:]
+
+
+class RMSNorm(nn.Module):
+    """Hugging Face's ``LlamaRMSNorm``; called with a residual, the add first: vLLM's fp32 fused add
+    (``residual="vllm"``, ``RMSNorm.forward_static``: the norm of the fp32 sum, the sum rounded as the new
+    residual) or HF's bf16 ``residual + hidden`` (``residual="hf"``). Returns (normed, residual) then."""
+
+    def __init__(self, n: int, eps: float, residual: str = "vllm") -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, dtype=BF16), requires_grad=False)
+        self.variance_epsilon = eps
+        self.residual_mode = residual
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):  # noqa: ANN201
+        input_dtype = x.dtype
+        if residual is not None and self.residual_mode == "hf":
+            x = residual + x
+            residual = x
+        x = x.to(torch.float32)
+        if residual is not None and self.residual_mode == "vllm":
+            x = x + residual.to(torch.float32)
+            residual = x.to(input_dtype)
+        variance = x.pow(2).mean(-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.variance_epsilon)
+        out = self.weight * x.to(input_dtype)
+        return out if residual is None else (out, residual)
+
+
+class RMSNormGated(nn.Module):
+    """vLLM's ``RMSNormGated.forward_native`` with ``norm_before_gate=True``, no group: fp32 norm, times
+    the fp32 weight, times silu(z) in fp32, cast back."""
+
+    def __init__(self, n: int, eps: float) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(n, dtype=BF16), requires_grad=False)
+        self.eps = eps
+
+    def forward(self, x: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        x32 = x.float()
+        variance = x32.pow(2).mean(-1, keepdim=True)
+        out = x32 * torch.rsqrt(variance + self.eps) * self.weight.float()
+        out = out * F.silu(z.float())
+        return out.to(x.dtype)
+
+
+class Linear(nn.Module):
+    """A bf16 weight [N, K] (the dequantised checkpoint weight), applied to an fp8 (q, scale) pair or,
+    for the unquantised projections, to a bf16 activation."""
+
+    def __init__(self, k: int, n: int, bias: bool = False) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(n, k, dtype=BF16), requires_grad=False)
+        self.bias = nn.Parameter(torch.zeros(n, dtype=BF16), requires_grad=False) if bias else None
+
+    def forward(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        y = gemm(x, self.weight) if scale is None else fp8_gemm(x, scale, self.weight)
+        return y if self.bias is None else y + self.bias
+
+
+# -- the blocks -------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Out:
+    """One output of a block and how ``e2e.py`` checks it: ``"bf16"`` (relative error),
+    ``"ids"`` (top-k ids: the reference's logits at the chosen ids reach its k-th largest; ``logits``: the
+    output index of the router logits), ``"fp8"`` (q, followed by its ``"scale"``: fp8 steps)."""
+
+    name: str
+    kind: str = "bf16"
+    logits: int = -1
+
+
+class Block(nn.Module):
+    outputs: tuple[Out, ...] = ()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fp8 = True  # False (eager only): every quant is the identity, the fp8 noise floor's reference
+
+    def quant(self, x: torch.Tensor, mode: str = "group") -> tuple[torch.Tensor, torch.Tensor]:
+        if not self.fp8:
+            return x.float(), torch.ones(x.shape[0], x.shape[1] // G if mode == "group" else 1,
+                                         dtype=torch.float32, device=x.device)
+        return group_quant(x) if mode == "group" else token_quant(x)
+
+    def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        raise NotImplementedError
+
+
+def _randn(gen: torch.Generator, *shape: int, scale: float = 1.0, device: torch.device | str = "cpu") -> torch.Tensor:
+    return (scale * torch.randn(*shape, generator=gen, dtype=torch.float32, device=device)).to(BF16)
+
+
+def init_weights(block: nn.Module, seed: int = 1234) -> None:
+    """Norm weights 1 + 0.2 N(0, 1), GEMM weights N(0, 1 / K), biases 0.1 N(0, 1): activations O(1)."""
+    gen = torch.Generator(device="cpu").manual_seed(seed)
+    with torch.no_grad():
+        for name, p in block.named_parameters():
+            w = torch.randn(p.shape, generator=gen, dtype=torch.float32)
+            if name.endswith("bias"):
+                w = 0.1 * w
+            elif p.dim() == 1:
+                w = 1.0 + 0.2 * w
+            else:
+                w = w / p.shape[1] ** 0.5
+            p.copy_(w.to(p.dtype))
+
+
+@dataclass(frozen=True)
+class DeepSeekCfg:
+    hidden: int = 7168
+    q_lora: int = 1536
+    kv_lora: int = 512
+    rope: int = 64
+    heads: int = 16  # 128 / TP 8
+    qk_nope: int = 128
+    v_head: int = 128
+    inter: int = 18432 // 8
+    eps: float = 1e-6
+
+
+class DeepSeekV3Layer(Block):
+    outputs = (Out("out"), Out("residual"))
+
+    def __init__(self, c: DeepSeekCfg, residual: str = "vllm") -> None:
+        super().__init__()
+        self.c = c
+        qk = c.qk_nope + c.rope
+        self.input_layernorm = RMSNorm(c.hidden, c.eps, residual)
+        self.fused_qkv_a_proj = Linear(c.hidden, c.q_lora + c.kv_lora + c.rope)
+        self.q_a_layernorm = RMSNorm(c.q_lora, c.eps)
+        self.q_b_proj = Linear(c.q_lora, c.heads * qk)
+        self.kv_a_layernorm = RMSNorm(c.kv_lora, c.eps)
+        self.kv_b_proj = Linear(c.kv_lora, c.heads * (c.qk_nope + c.v_head))
+        self.o_proj = Linear(c.heads * c.v_head, c.hidden)
+        self.post_attention_layernorm = RMSNorm(c.hidden, c.eps, residual)
+        self.gate_up_proj = Linear(c.hidden, 2 * c.inter)
+        self.down_proj = Linear(c.inter, c.hidden)
+
+    def attention(self, q: torch.Tensor, kv_c: torch.Tensor, k_pe: torch.Tensor) -> torch.Tensor:
+        c = self.c
+        m, qk = q.shape[0], c.qk_nope + c.rope
+        q = q.view(m, c.heads, qk).transpose(0, 1)  # [H, M, qk]
+        kv = self.kv_b_proj(kv_c).view(m, c.heads, c.qk_nope + c.v_head).transpose(0, 1)
+        k_nope, v = kv.split([c.qk_nope, c.v_head], dim=-1)
+        k = torch.cat([k_nope, k_pe.unsqueeze(0).expand(c.heads, m, c.rope)], dim=-1)
+        v = F.pad(v, [0, qk - c.v_head])  # as HF's DeepSeek pads v for flash attention
+        o = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0), v.unsqueeze(0), is_causal=True)
+        return o[0, :, :, : c.v_head].transpose(0, 1).reshape(m, c.heads * c.v_head)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        c = self.c
+        h, residual = self.input_layernorm(hidden, residual)
+        qkv = self.fused_qkv_a_proj(*self.quant(h))
+        q_c, kv_lora = qkv.split([c.q_lora, c.kv_lora + c.rope], dim=-1)  # as vLLM's DeepseekV2 MLA splits
+        kv_c, k_pe = kv_lora.split([c.kv_lora, c.rope], dim=-1)
+        q = self.q_b_proj(*self.quant(self.q_a_layernorm(q_c)))
+        attn = self.attention(q, self.kv_a_layernorm(kv_c), k_pe)
+        o = self.o_proj(*self.quant(attn))
+        h2, residual = self.post_attention_layernorm(o, residual)
+        gate_up = self.gate_up_proj(*self.quant(h2))
+        out = self.down_proj(*self.quant(silu_and_mul(gate_up)))
+        return out, residual
+
+    def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return _randn(gen, m, self.c.hidden, device=device), _randn(gen, m, self.c.hidden, device=device)
+
+
+@dataclass(frozen=True)
+class LlamaCfg:
+    hidden: int = 4096
+    heads: int = 32
+    kv_heads: int = 8
+    head_dim: int = 128
+    inter: int = 14336
+    eps: float = 1e-5
+
+
+class LlamaFp8Layer(Block):
+    outputs = (Out("out"), Out("residual"))
+
+    def __init__(self, c: LlamaCfg, residual: str = "vllm", quant: str = "token") -> None:
+        super().__init__()
+        self.c, self.mode = c, quant
+        self.input_layernorm = RMSNorm(c.hidden, c.eps, residual)
+        self.qkv_proj = Linear(c.hidden, (c.heads + 2 * c.kv_heads) * c.head_dim)
+        self.o_proj = Linear(c.heads * c.head_dim, c.hidden)
+        self.post_attention_layernorm = RMSNorm(c.hidden, c.eps, residual)
+        self.gate_up_proj = Linear(c.hidden, 2 * c.inter)
+        self.down_proj = Linear(c.inter, c.hidden)
+
+    def attention(self, qkv: torch.Tensor) -> torch.Tensor:
+        c = self.c
+        m, d = qkv.shape[0], c.head_dim
+        q, k, v = qkv.split([c.heads * d, c.kv_heads * d, c.kv_heads * d], dim=-1)
+        q = q.view(m, c.heads, d).transpose(0, 1)
+        rep = c.heads // c.kv_heads
+
+        def repeat_kv(t: torch.Tensor) -> torch.Tensor:  # HF's repeat_kv
+            t = t.view(m, c.kv_heads, d).transpose(0, 1)
+            return t[:, None].expand(c.kv_heads, rep, m, d).reshape(c.heads, m, d)
+
+        o = F.scaled_dot_product_attention(q.unsqueeze(0), repeat_kv(k).unsqueeze(0), repeat_kv(v).unsqueeze(0),
+                                           is_causal=True)
+        return o[0].transpose(0, 1).reshape(m, c.heads * d)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        h, residual = self.input_layernorm(hidden, residual)
+        attn = self.attention(self.qkv_proj(*self.quant(h, self.mode)))
+        o = self.o_proj(*self.quant(attn, self.mode))
+        h2, residual = self.post_attention_layernorm(o, residual)
+        gate_up = self.gate_up_proj(*self.quant(h2, self.mode))
+        out = self.down_proj(*self.quant(silu_and_mul(gate_up), self.mode))
+        return out, residual
+
+    def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return _randn(gen, m, self.c.hidden, device=device), _randn(gen, m, self.c.hidden, device=device)
+
+
+@dataclass(frozen=True)
+class QwenCfg:
+    heads: int = 32  # value heads (TP 1)
+    head_dim: int = 128
+    hidden: int = 2048
+    eps: float = 1e-6
+
+
+class Qwen3NextGatedOut(Block):
+    outputs = (Out("out"),)
+
+    def __init__(self, c: QwenCfg) -> None:
+        super().__init__()
+        self.c = c
+        self.norm = RMSNormGated(c.head_dim, c.eps)
+        self.out_proj = Linear(c.heads * c.head_dim, c.hidden)
+
+    def forward(self, core: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        c = self.c
+        m = core.shape[0]
+        y = self.norm(core.reshape(-1, c.head_dim), z.reshape(-1, c.head_dim))
+        y = y.reshape(m, c.heads * c.head_dim)
+        return self.out_proj(*self.quant(y))
+
+    def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        n = self.c.heads * self.c.head_dim
+        return _randn(gen, m, n, device=device), _randn(gen, m, n, device=device)
+
+
+@dataclass(frozen=True)
+class GptOssCfg:
+    hidden: int = 2880
+    experts: int = 128
+    topk: int = 4
+    multiple: int = 256
+    eps: float = 1e-5
+
+
+class GptOssRouterPad(Block):
+    outputs = (Out("padded"), Out("router_logits"), Out("topk_weights"), Out("topk_ids", "ids", logits=1),
+               Out("residual"))
+
+    def __init__(self, c: GptOssCfg, residual: str = "vllm") -> None:
+        super().__init__()
+        self.c = c
+        self.post_attention_layernorm = RMSNorm(c.hidden, c.eps, residual)
+        self.router = Linear(c.hidden, c.experts, bias=True)
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        c = self.c
+        h, residual = self.post_attention_layernorm(hidden, residual)
+        logits = self.router(h)
+        top_v, top_i = torch.topk(logits, c.topk, dim=-1)
+        weights = torch.softmax(top_v.float(), dim=-1).to(h.dtype)
+        pad = -c.hidden % c.multiple
+        return F.pad(h, (0, pad)), logits, weights, top_i, residual
+
+    def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        gen = torch.Generator(device=device).manual_seed(seed)
+        return _randn(gen, m, self.c.hidden, device=device), _randn(gen, m, self.c.hidden, device=device)
+
+
+TINY = {
+    "deepseek": DeepSeekCfg(hidden=256, q_lora=128, kv_lora=128, rope=32, heads=2, qk_nope=64, v_head=64, inter=128),
+    "llama": LlamaCfg(hidden=256, heads=4, kv_heads=2, head_dim=64, inter=384),
+    "qwen3next": QwenCfg(heads=2, head_dim=128, hidden=128),
+    "gptoss": GptOssCfg(hidden=180, experts=16),
+}
+
+BLOCKS: dict[str, Callable[..., Block]] = {
+    "deepseek": lambda tiny=False, residual="vllm", **_: DeepSeekV3Layer(
+        TINY["deepseek"] if tiny else DeepSeekCfg(), residual),
+    "llama": lambda tiny=False, residual="vllm", llama_quant="token", **_: LlamaFp8Layer(
+        TINY["llama"] if tiny else LlamaCfg(), residual, llama_quant),
+    "qwen3next": lambda tiny=False, **_: Qwen3NextGatedOut(TINY["qwen3next"] if tiny else QwenCfg()),
+    "gptoss": lambda tiny=False, residual="vllm", **_: GptOssRouterPad(TINY["gptoss"] if tiny else GptOssCfg(),
+                                                                          residual),
+}
+"""name -> builder(tiny=False, residual="vllm", llama_quant="token") of a block with uninitialised weights
+(``init_weights`` fills them)."""
+
+
+def build(name: str, device: torch.device | str, tiny: bool = False, **options: str) -> Block:
+    """Block ``name`` with its weights initialised, on ``device``, in eval mode."""
+    block = BLOCKS[name](tiny=tiny, **options)
+    init_weights(block)
+    return block.to(device).eval()

@@ -1,0 +1,108 @@
+"""The end-to-end GPU benchmark's plumbing on the CPU (``benchmarks/gpu/e2e.py``, issue 29 part 3).
+
+``test_dry_run_smallest_m`` runs its dry run at the smallest M on every block, with the eqsat variant,
+in ``--exec fx`` mode (Inductor's passes with the eqsat pass, then the post-grad graph run by FX: seconds
+where C++ code generation takes minutes) and in a subprocess (the benchmark sets torch's global state):
+every output passes the check against eager, and the pass ran on each block's graph without error and
+wrote it. The other tests check, in process, that the output check is not vacuous and what the always-fuse
+profile frees. Run: ``.venv/bin/python -m pytest -q tests/test_e2e_blocks.py`` (about 20 s).
+"""
+
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+GPU = ROOT / "benchmarks" / "gpu"
+
+
+def _rows(path: Path) -> list[dict[str, str]]:
+    with path.open() as f:
+        return list(csv.DictReader(f))
+
+
+def test_dry_run_smallest_m(tmp_path: Path) -> None:
+    blocks = ("deepseek", "llama", "qwen3next", "gptoss")
+    variants = ("eqsat",)  # always_fuse is the same pass with another profile: the dry run runs it
+    cmd = [sys.executable, str(GPU / "e2e.py"), "--dry-run", "--exec", "fx", "--M", "1", "--no-plot",
+           "--blocks", *blocks, "--variants", *variants, "--out", str(tmp_path)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+
+    rows = {(r["block"], r["variant"]): r for r in _rows(tmp_path / "e2e_dryrun.csv")}
+    compiles = {(r["block"], r["variant"]): r for r in _rows(tmp_path / "e2e_dryrun_compile.csv")}
+    graphs = (tmp_path / "e2e_dryrun_graphs.txt").read_text()
+    for block in blocks:
+        for variant in variants:
+            r = rows[(block, variant)]
+            assert r["check"] == "ok", r
+            assert float(r["err_ratio"]) <= 1.0 and float(r["us"]) > 0, r
+            assert r["pass_errors"] == "", r
+            c = compiles[(block, variant)]
+            assert int(c["compiles"]) == 1 and int(c["pass_calls"]) >= 1 and c["error"] == "", c
+            assert float(c["pass_s"]) > 0, c
+        assert f"-- {block} / eqsat / compiled at M=1:" in graphs
+        eqsat = rows[(block, "eqsat")]
+        assert float(eqsat["pred_before_us"]) > 0 and float(eqsat["pred_after_us"]) > 0, eqsat
+    assert "report: eqsat:" in graphs and "none (pass failed)" not in graphs
+    md = (tmp_path / "e2e_dryrun.md").read_text()
+    assert "## deepseek" in md and "## Compile time and the pass's share" in md
+
+
+@pytest.fixture
+def e2e(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
+    monkeypatch.syspath_prepend(str(ROOT))
+    monkeypatch.syspath_prepend(str(GPU))
+    import e2e
+
+    return e2e
+
+
+def test_the_check_fails_a_wrong_output(e2e) -> None:  # noqa: ANN001
+    import e2e_blocks
+
+    block = e2e_blocks.build("qwen3next", "cpu", tiny=True)
+    x = block.example_inputs(4, "cpu")
+    with torch.no_grad():
+        ref = e2e.as_tuple(block(*x))
+        noise = e2e.fp8_noise(block, x, ref)
+    assert 0 < noise[0] < 0.2  # fp8 moves the output by a few percent
+    assert e2e.check(block, ref, ref, noise)[0]
+    assert not e2e.check(block, (ref[0] * 1.5,), ref, noise)[0]  # a wrong scale
+    assert not e2e.check(block, (torch.full_like(ref[0], float("nan")),), ref, noise)[0]
+
+    router = e2e_blocks.build("gptoss", "cpu", tiny=True)
+    x = router.example_inputs(4, "cpu")
+    with torch.no_grad():
+        ref = e2e.as_tuple(router(*x))
+    assert e2e.check(router, ref, ref, [0.0] * len(ref))[0]
+    wrong = list(ref)
+    wrong[3] = ref[1].float().topk(ref[3].shape[-1], largest=False).indices  # the smallest logits
+    assert not e2e.check(router, tuple(wrong), ref, [0.0] * len(ref))[0]
+
+
+def test_always_fuse_frees_the_fused_kernels(e2e) -> None:  # noqa: ANN001
+    import eqsat
+    from eqsat.cost.roofline import load_profile
+
+    base = load_profile("h200")
+    profile, freed = e2e.always_fuse_profile("h200", cuda=False)
+    fused = {s.name: s for s in eqsat.DEFAULT_CATALOG.fused() if s.name.startswith("K_")}
+    platform = getattr(base, "platform", "any")
+    assert set(freed) == {n for n, s in fused.items()
+                          if platform == "any" or {platform, "any"} & set(getattr(s, "platforms", {"any"}))}
+    assert freed and getattr(profile, "platform", None) == getattr(base, "platform", None)
+    for name in freed:
+        assert profile.kernels[fused[name].calibration_key].launch_us == 0.0
+    for key, timing in base.kernels.items():  # the rest keeps the h200 lines
+        if key not in {fused[n].calibration_key for n in freed}:
+            assert profile.kernels[key] == timing
+    _, on_cuda = e2e.always_fuse_profile("h200", cuda=True)
+    assert set(on_cuda) <= set(freed)
+    assert eqsat.EqSatPass(profile=profile, emit="always").options.profile is profile

@@ -8,6 +8,10 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_
 - ``lift-rms-norm`` (exact): ``x32 = float(x)``; ``cast(x32 * rsqrt(mean_last(x32^2) + eps), dt) * w``
   is ``RmsNorm(x, w, eps)`` when ``dt`` is the dtype of ``w`` and of ``x`` (so the final cast back to
   ``x.dtype`` is the no-op the graph dropped) and ``w`` is a 1-D weight over the last dim.
+- ``lift-rms-norm-fp32-weight`` (rounding): OLMo2's ``cast(w * (x32 * rsqrt(...)), x.dtype)``, the
+  weight multiplied in fp32 before the one cast, is ``RmsNorm(x, w, eps)`` up to the bf16 rounding
+  RmsNorm takes before the multiply (same conditions on w). Gemma's ``(1 + w)`` never matches: its
+  multiplicand is an fp32 sum, not a weight of x's dtype.
 - ``lift-add-rms-norm`` / ``-residual`` (exact): the same tail over ``s32 = float(x) + float(r)`` is
   output 0 of ``AddRmsNorm(x, r, w, eps)``, and ``cast(s32, x.dtype)`` next to it is output 1.
 - ``mul-comm`` (exact): IEEE multiplication commutes (broadcast and promotion are symmetric), so
@@ -26,6 +30,14 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_
   scale to ``[rows, N / G]``.
   ``-folded``: the same chain where no 2-D x exists because the grouped view is the producer's own
   shape (Inductor dropped the two reshapes); x is made as the reshape of that value to q's shape.
+- ``lift-silu-and-mul`` (exact): vLLM's ``SiluAndMul.forward_native``, ``silu(x[..., :d]) * x[..., d:]``
+  with ``2d`` the last dim, is ``SiluMul(x)``, silu written as Inductor decomposes it
+  (``cast(a32 / (1 + exp(-a32)), x.dtype)``); the second slice may end anywhere past the row.
+  ``-fp32`` (rounding): the product taken in fp32 and cast once (``benchmarks/gpu/native.py``), one
+  bf16 rounding fewer than SiluMul. ``silu-decomposed`` / ``-fp32`` (exact): ``aten.silu`` (as
+  ``make_fx`` keeps it) is that decomposition, the arithmetic its kernels run; ``silu-sigmoid``
+  (rounding): ``core_aten``'s ``x32 * sigmoid(x32)`` is it within an fp32 ulp; ``slice-whole``
+  (exact): ``x[0:INT64_MAX]`` along any dim is x.
 - ``amax-is-max`` (exact): ``amax(x, -1, keepdim=True)`` is the values of ``max.dim(x, -1, True)``
   (both propagate NaN), so the group quant written with ``amax`` lifts too.
 
@@ -57,14 +69,20 @@ def quant_group_name(fp8: str, fmax: float) -> str:
     return f"lift-quant-group-{fp8.removeprefix('float8_')}{suffix}"
 
 
+def normalized32(s32: str) -> str:
+    """``s32 * rsqrt(mean_last(s32^2) + eps)``, all fp32."""
+    return f"(Mul {s32} (Rsqrt (AddS (MeanLast (PowS {s32} 2.0)) eps)))"
+
+
 def rms_tail(s32: str) -> str:
     """vLLM-IR's native rms_norm after the fp32 cast ``s32`` of its input: normalise in fp32, cast
     to the weight dtype ``dt``, multiply by the weight ``w``."""
-    return f"(Mul (Convert (Mul {s32} (Rsqrt (AddS (MeanLast (PowS {s32} 2.0)) eps))) dt) w)"
+    return f"(Mul (Convert {normalized32(s32)} dt) w)"
 
 
 _X32 = '(Convert x "float32")'
 _S32 = f'(Add {_X32} (Convert r "float32"))'
+_NORM32 = normalized32(_X32)
 _ADD_RMS = "(AddRmsNorm x r w eps)"
 _WEIGHT = (*same_dtype("x", "w"), "(= dt (dtype w))", *rank("w", 1), *same_last_dim("x", "w"))
 _RESIDUAL = (*same_shape("x", "r"), *same_dtype("x", "r"))
@@ -93,8 +111,21 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
     return rule(f"{name}-folded", query, actions, "rounding", "lift")
 
 
+def _sigmoid_times(x32: str) -> str:
+    """``x32 / (1 + exp(-x32))``: silu as PyTorch's decomposition writes it."""
+    return f"(Div {x32} (AddS (Exp (Neg {x32})) 1.0))"
+
+
+_A = "(Slice x -1 0 d)"
+_UP = "(Slice x -1 d e)"
+_A32 = f'(Convert {_A} "float32")'
+_SILU32 = _sigmoid_times(_A32)
+_HALVES = ("(= dt (dtype x))", "(= (dim x -1) (* 2 d))", "(> d 0)", "(>= e (* 2 d))")
+
 _BIG = (
     rewrite("lift-rms-norm", rms_tail(_X32), "(RmsNorm x w eps)", *_WEIGHT, family="lift"),
+    rewrite("lift-rms-norm-fp32-weight", f"(Convert (Mul {_NORM32} w) dt)", "(RmsNorm x w eps)", *_WEIGHT,
+            numerics="rounding", family="lift"),
     rewrite("lift-add-rms-norm", rms_tail(_S32), f"(Get {_ADD_RMS} 0)", *_WEIGHT, *_RESIDUAL, family="lift"),
     rule("lift-add-rms-norm-residual",
          (f"(= __n {rms_tail(_S32)})", f"(= __res (Convert {_S32} (dtype x)))", *_WEIGHT, *_RESIDUAL),
@@ -104,6 +135,15 @@ _BIG = (
 RULES: tuple[Rule, ...] = (
     *_BIG,
     rewrite("mul-comm", "(Mul a b)", "(Mul b a)", family="lift"),
+    rewrite("lift-silu-and-mul", f"(Mul (Convert {_SILU32} dt) {_UP})", "(SiluMul x)", *_HALVES, family="lift"),
+    rewrite("lift-silu-and-mul-fp32", f'(Convert (Mul {_SILU32} (Convert {_UP} "float32")) dt)', "(SiluMul x)",
+            *_HALVES, numerics="rounding", family="lift"),
+    rewrite("silu-decomposed", "(Silu x)", f"(Convert {_sigmoid_times(_X32)} dt)",
+            "(= dt (dtype x))", '(!= dt "float32")', family="lift"),
+    rewrite("silu-decomposed-fp32", "(Silu x)", _sigmoid_times("x"), '(= (dtype x) "float32")', family="lift"),
+    rewrite("silu-sigmoid", "(Mul x (Sigmoid x))", _sigmoid_times("x"), '(= (dtype x) "float32")',
+            numerics="rounding", family="lift"),
+    rewrite("slice-whole", "(Slice x d 0 9223372036854775807)", "x", family="lift"),
     rewrite("amax-is-max", "(AmaxKeepLast x)", "(Get (MaxLast x) 0)", family="lift"),
     rewrite("clamp-split", "(Clamp x lo hi)", "(ClampMax (ClampMin x lo) hi)", family="lift"),
 )

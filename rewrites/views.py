@@ -8,6 +8,7 @@ these equalities canonicalise any chain; fusion rules never mention views.
   one shape under two keys: the layout rules write a rows key such as ``"s77*8*128/128,128"`` that
   no imported value has, and a reshape of a value already in rows (e.g. the flat ``(T*H, D)`` core
   output viewed as ``(T, H, D)``) would otherwise stay a no-op reshape in the emitted graph.
+- a slice along dim ``ndim - 1`` is the slice along dim -1 (how rules name the last dim).
 All are exact: a row-major reshape moves no value.
 """
 
@@ -18,4 +19,6 @@ RULES = (
     rewrite("reshape-noop", "(Reshape x s)", "x", "(= (shape x) s)", family="views"),
     rewrite("reshape-noop-2d", "(Reshape x s)", "x", "(= (ndim __lhs) 2)", "(= (ndim x) 2)", "(= (dim __lhs -1) __d)",
             "(= (dim x -1) __d)", "(> __d 0)", family="views"),
+    rewrite("slice-last-dim", "(Slice x d a b)", "(Slice x -1 a b)", "(= (ndim x) __r)", "(= d (- __r 1))",
+            family="views"),
 )

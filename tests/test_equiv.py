@@ -108,3 +108,31 @@ def test_opaque_values_of_the_two_graphs_stay_apart():
 def test_an_input_returned_as_it_is_is_that_input():
     assert statuses(lambda x, w: (x, w), lambda x, w: (x, w)) == ["equal", "equal"]
     assert statuses(lambda x, w: x, lambda x, w: x.neg()) == ["different"]
+
+
+def hf_llama_chain(x, w):
+    """HF ``LlamaRMSNorm`` (weight first) feeding vLLM's native group quant (e4m3fn, 448)."""
+    fmax, fp8 = 448.0, torch.float8_e4m3fn
+    x32 = x.float()
+    y = w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+    yg = y.reshape(-1, y.shape[-1] // 128, 128)
+    s = (yg.abs().max(dim=-1, keepdim=True)[0].float() / fmax).clamp(min=1 / (fmax * 512))
+    return (yg / s).clamp(-fmax, fmax).to(fp8).reshape(y.shape), s.squeeze(-1)
+
+
+def test_hf_chain_equals_the_fused_kernel_under_rounding():
+    fused = lambda x, w: torch.ops.eqsat.rmsnorm_fp8_group_quant(x, w, 1e-6, 128, torch.float8_e4m3fn)  # noqa: E731
+    assert statuses(hf_llama_chain, fused) == ["equal", "equal"]
+
+
+def test_trials_compare_a_quant_as_q_times_scale():
+    """A hand-fused chain no rule proves (the norm kept in fp32, AITER's amax floor) moves the scale by
+    the bf16 rounding the contract allows: not proven, never a false "different"; a wrong eps is."""
+    def hand_fused(x, w, eps):
+        x32 = x.float()
+        yg = (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + eps) * w.float()).reshape(-1, 4, 128)
+        s = yg.abs().amax(-1, keepdim=True).clamp_min(1e-10) / 448.0
+        return (yg * (1 / s)).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).reshape(x.shape), s.squeeze(-1)
+
+    assert statuses(hf_llama_chain, lambda x, w: hand_fused(x, w, 1e-6)) == ["not proven", "not proven"]
+    assert statuses(hf_llama_chain, lambda x, w: hand_fused(x, w, 0.5)) == ["different", "different"]

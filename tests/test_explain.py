@@ -136,3 +136,20 @@ def test_dynamic_true_under_prove_is_explained():
     site = by_kernel(explain(gm, symbolic="prove"))["K_rmsnorm_fp8_group_quant"]
     assert site.status == "constraint failed" and "symbolic" in site.failed_constraint
     assert by_kernel(explain(gm))["K_rmsnorm_fp8_group_quant"].status == "chosen"
+
+
+def test_discover_reports_gemmas_norm_and_native_quant_as_one_chain():
+    """No kernel covers Gemma's ``(1 + w)`` norm; its lifted native quant stays part of the region, so a
+    kernel author sees one chain (norm ops and the quant), not three fragments."""
+    from tests.test_lift import FN, gemma, quant_native
+
+    chains = discover(trace(lambda x, w: quant_native(gemma(x, w), 128, 448.0, fp8=FN), rand(8, 512), rand(512)))
+    assert len(chains) == 1 and {"Rsqrt", "MeanLast", "QuantGroup"} <= set(chains[0].ops), chains
+    assert chains[0].saving_us > 0
+
+
+def test_explain_lists_the_lifted_hf_chain_site():
+    from tests.test_equiv import hf_llama_chain
+
+    site = by_kernel(explain(trace(hf_llama_chain, rand(8, 512), rand(512))))["K_rmsnorm_fp8_group_quant"]
+    assert site.status == "chosen" and site.kernel_us > 0

@@ -25,7 +25,7 @@ from tests.test_rules import check
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 FN = torch.float8_e4m3fn
 QUANTS = ("lift-quant-group-e4m3fn", "lift-quant-group-e4m3fnuz", "lift-quant-group-e4m3fnuz-240")
-STAGED = ("lift-rms-norm", "lift-add-rms-norm", "lift-add-rms-norm-residual", *QUANTS)
+STAGED = ("lift-rms-norm", "lift-rms-norm-fp32-weight", "lift-add-rms-norm", "lift-add-rms-norm-residual", *QUANTS)
 FOLDED = tuple(f"{name}-folded" for name in QUANTS[::2])  # e4m3fnuz-224's: tests/test_gated.py
 TESTED_RULES = {*STAGED, *FOLDED, *(f"{name}.match" for name in (*STAGED, *FOLDED)), "mul-comm", "clamp-split",
                 "amax-is-max"}
@@ -109,6 +109,20 @@ def test_native_quant_is_aiter_quant_within_tolerance(magnitude, form):
 def test_lift_rms_norm(eps):
     check(lambda x, w: (rms_native(x.float(), w, eps),), lambda x, w: (vir.rms_norm(x, w, eps),), XW,
           fires="lift-rms-norm", standalone_lifts=True)
+
+
+def olmo2(x, w):
+    """HF ``Olmo2RMSNorm``: the weight multiplies the fp32 norm, then one cast."""
+    x32 = x.float()
+    return (w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6))).to(x.dtype)
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_lift_rms_norm_fp32_weight(form):
+    """OLMo2's norm is rms_norm within rounding: checked through the quant that follows it."""
+    fp8, fmax = FORMS[form]
+    check(lambda x, w: quant_native(olmo2(x, w), 128, fmax, fp8=fp8), rms_quant_op(fp8, 128, 1e-6), XW,
+          numerics="rounding", fires="lift-rms-norm-fp32-weight", tol=QUANT_TOL_STEPS)
 
 
 def test_mul_comm_weight_first():
@@ -222,6 +236,7 @@ NEAR_MISSES = {
     "variance-of-another-tensor": lambda x, w: (x.float() * torch.rsqrt(w.float().pow(2).mean(-1, keepdim=True)
                                                                         + 1e-6)).to(w.dtype) * w,
     "other-fp8-max": lambda x, w: quant_native(x, 128, fmax=200.0),
+    "olmo2-fp32-weight": lambda x, w: olmo2(x, w.float()),
     "other-min-scale": lambda x, w: quant_native(x, 128, min_scale=1e-4),
     "e4m3fn-clamped-to-224": lambda x, w: quant_native(x, 128, fp8=FN),
     "e4m3fn-min-scale-of-240": lambda x, w: quant_native(x, 128, 448.0, 1 / (240 * 512), fp8=FN),
@@ -230,6 +245,17 @@ NEAR_MISSES = {
                                                    .clamp_min(1 / (448 * 512))).clamp(-448.0, 448.0).to(FN)))(
         x.reshape(-1, 4, 128)),
 }
+
+
+@pytest.mark.parametrize("form", FORMS)
+def test_gemma_norm_and_native_quant_keep_the_norm(form):
+    """The quant lifts, the ``(1 + w)`` norm does not: no norm kernel, the norm's nodes stay."""
+    fp8, fmax = FORMS[form]
+    gm = trace(lambda x, w: quant_native(gemma(x, w), 128, fmax, fp8=fp8), *XW)
+    report = eqsat.optimize(gm, strict=True)
+    assert not [r for r in report.rules_fired if r.startswith("lift-rms") and not r.endswith(".match")]
+    assert not [k for k in report.kernels_chosen if "rms" in k], report.kernels_chosen
+    assert "aten.rsqrt" in gm.code
 
 
 @pytest.mark.parametrize("name", NEAR_MISSES)
@@ -265,7 +291,12 @@ def _every_rule_fires(x, r, w1, w2, g):
              vllm.rocm_aiter_group_fp8_quant(torch.ops.eqsat.silu_and_mul(g), 128))
     clamped = (x.float().reshape(-1, 4, 128).clamp(-FMAX, FMAX) * 2).reshape(-1, 512)
     forms = (quant_native(r, 128, fmax, fp8=fp8, amax=fp8 == FN) for fp8, fmax in FORMS.values())
-    return (*quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped, *(t for f in forms for t in f))
+    a, b = g[:, :512], g[:, 512:]  # SiluAndMul: eager, decomposed (a whole-dim slice first), in fp32
+    a32 = g[..., :512].float()
+    silus = (torch.nn.functional.silu(a) * b, (a32 / (1 + torch.exp(-a32))).to(g.dtype) * g[..., 512:],
+             (torch.nn.functional.silu(a.float()) * b.float()).to(g.dtype), olmo2(x, w1),
+             (a32 * torch.sigmoid(a32)).to(g.dtype) * g[..., 512:] * 2)
+    return (*silus, *quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped, *(t for f in forms for t in f))
 
 
 def _plan(rule_name: str, imported) -> str:

@@ -128,7 +128,7 @@ def test_fuse_rmsnorm_group_quant_of_a_strided_view():
     """AITER's fused_rms_fp8_group_quant takes 2-D inputs of any strides (aiter-kernels.md T1): a
     column split of a wider activation (MLA's q_c) fuses as it is, with no copy."""
     check(lambda p, w: vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(p[:, :512], w, 1e-6), 128),
-          lambda p, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(p[:, :512], w, 1e-6, 128),
+          lambda p, w: vllm.rocm_aiter_rmsnorm_fp8_group_quant(p[..., :512], w, 1e-6, 128),
           [rand(8, 768), rand(512)], numerics="rounding", fires="fuse-K_rmsnorm_fp8_group_quant")
 
 

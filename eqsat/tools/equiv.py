@@ -4,7 +4,9 @@
 the reference's, by position), saturates with the rules the contract admits, and reports per
 output: ``equal`` (same e-class: proven under the ``exact`` or ``rounding`` contract), or else it
 runs both graphs on random inputs: ``different`` when they disagree beyond the contract (a
-counterexample: the largest error is reported), ``not proven`` when they agree on every trial, or
+counterexample: the largest error is reported; under ``rounding`` an fp8 output followed by its fp32
+scale is compared as q·s, in fp8 steps, with the tolerance of the native quant lifts: the scale alone
+may move by what the contract allows), ``not proven`` when they agree on every trial, or
 when they cannot run here (an op with no kernel on this machine, e.g. a saved graph's opaque
 stand-in; the detail says why). "Not proven" is never reported as "different" without a
 counterexample.
@@ -25,9 +27,12 @@ from eqsat.engine import engine as load
 from eqsat.engine import saturate, serialize
 from eqsat.fx import importer as fx_in
 from eqsat.fx.importer import Arg, Imported
+from eqsat.library.reference import fp8_step_error
 from eqsat.options import Options
+from eqsat.rewrites.lift import NATIVE_QUANT_TOL_STEPS
 
 ROUNDING_REL_TOL = {1: 0.13, 2: 0.02}  # by element size: one fp8 step (2^-3) / a few bf16 ulps
+FP8 = (torch.float8_e4m3fn, torch.float8_e4m3fnuz)
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,26 @@ def _disagreement(x: object, y: object, numerics: Numerics) -> float:
     return err if err > ROUNDING_REL_TOL.get(x.element_size(), 1e-3) else 0.0
 
 
+def _quant_pairs(outs: list[object]) -> dict[int, int]:
+    """fp8 output -> the fp32 scale right after it, of one rank (a dynamic quant's (q, scale))."""
+    pairs = {}
+    for k in range(len(outs) - 1):
+        q, s = outs[k], outs[k + 1]
+        if isinstance(q, torch.Tensor) and isinstance(s, torch.Tensor) and q.dtype in FP8 \
+                and s.dtype == torch.float32 and s.dim() == q.dim() and s.shape[-1] > 0 \
+                and q.shape[-1] % s.shape[-1] == 0 and q.shape[:-1] == s.shape[:-1]:
+            pairs[k] = k + 1
+    return pairs
+
+
+def _pair_error(qa: torch.Tensor, sa: torch.Tensor, qb: torch.Tensor, sb: torch.Tensor) -> float:
+    """0 when two (q, scale) pairs agree as q·s within the contract, else the error in fp8 steps."""
+    if qa.shape != qb.shape or sa.shape != sb.shape or qa.dtype != qb.dtype:
+        return float("inf")
+    err = fp8_step_error(qa, sa, qb, sb, qa.shape[-1] // sa.shape[-1])
+    return err if not err <= NATIVE_QUANT_TOL_STEPS else 0.0
+
+
 def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numerics: Numerics = "rounding",
                 options: Options | None = None, trials: int = 3) -> list[Verdict]:
     """Per output of ``reference``: equal, not proven, or different (see the module docstring)."""
@@ -119,7 +144,7 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
     verdicts = []
     unproven = [k for k in range(len(ia)) if cls[ia[k]] != cls[ib[k]]]
     worst = {k: 0.0 for k in unproven}
-    ran, unrunnable = 0, ""
+    ran, unrunnable, paired = 0, "", set()
     for seed in range(trials if unproven else 0):
         inputs = [_concrete(n.meta["val"], seed * 101 + j)
                   for j, n in enumerate(n for n in a.nodes if n.op == "placeholder")]
@@ -130,13 +155,19 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
             break
         ran += 1
         ra, rb = (ra if isinstance(ra, (list, tuple)) else [ra]), (rb if isinstance(rb, (list, tuple)) else [rb])
+        pairs = _quant_pairs(list(ra)) if numerics == "rounding" else {}
+        paired |= {*pairs, *pairs.values()}
         for k in unproven:
-            worst[k] = max(worst[k], _disagreement(rb[k], ra[k], numerics))
+            q = next((q for q, sc in pairs.items() if k in (q, sc)), None)
+            err = _disagreement(rb[k], ra[k], numerics) if q is None else \
+                _pair_error(ra[q], ra[pairs[q]], rb[q], rb[pairs[q]])
+            worst[k] = max(worst[k], err)
     for k in range(len(ia)):
         if k not in worst:
             verdicts.append(Verdict(k, "equal", f"same e-class under the {numerics} contract"))
         elif worst[k] > 0:
-            verdicts.append(Verdict(k, "different", f"counterexample: largest relative error {worst[k]:.3g}"))
+            unit = "fp8 steps (q·s)" if k in paired else "relative error"
+            verdicts.append(Verdict(k, "different", f"counterexample: largest {unit} {worst[k]:.3g}"))
         elif unrunnable:
             verdicts.append(Verdict(k, "not proven", f"no rule proves it; the graphs could not run to look for a "
                                                      f"counterexample ({unrunnable}); {ran} trials ran"))

@@ -11,9 +11,10 @@ found by diagnostic rules generated from the rows (one per prefix of the constra
 the longest prefix that holds), so a new row, or a hypothetical one (``Catalog.extend``), is
 explained with no extra code: that is the "what-if kernel" report.
 
-``discover(gm)`` groups the extracted graph's generic ATen ops into connected chains and ranks them
-by the saving one fused kernel would bring: their summed cost against one launch that moves only the
-chain's boundary traffic. Both name the model source lines (``node.meta["stack_trace"]``).
+``discover(gm)`` groups the extracted graph's memory-bound ops (ATen ops, and the standalone semantic
+ops and projections joined to them: a lifted native quant stays part of its region) into connected
+chains holding at least one ATen op, and ranks them by the saving one fused kernel would bring: their
+summed cost against one launch that moves only the chain's boundary traffic. Both name the model source lines (``node.meta["stack_trace"]``).
 """
 
 from __future__ import annotations
@@ -86,6 +87,11 @@ def _is_aten(op: str, catalog: Catalog) -> bool:
     if op[:1] == "A" and op[1:].isdigit():
         return True
     return op in catalog and catalog[op].calibration_key.startswith("aten:")
+
+
+def _is_memory_bound(op: str, catalog: Catalog) -> bool:
+    """An op a fused kernel of the region could absorb: ATen, a standalone semantic row, a projection."""
+    return _is_aten(op, catalog) or op == "Get" or (op in catalog and not catalog[op].is_fused)
 
 
 def _op_name(node: ENode) -> str:
@@ -208,10 +214,10 @@ def explain(graph_module: fx.GraphModule | fx.Graph, options: Options | None = N
 
 
 def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, **overrides: object) -> list[Chain]:
-    """Chains of generic ATen ops in the extracted graph, ranked by the saving of fusing each."""
+    """Chains of memory-bound ops in the extracted graph, ranked by the saving of fusing each."""
     options = replace(options or Options(), **overrides)
     a = _Analysis(graph_module, options)
-    generic = {c for c, i in a.selection.items() if _is_aten(a.eg.nodes[i].op, a.catalog)}
+    generic = {c for c, i in a.selection.items() if _is_memory_bound(a.eg.nodes[i].op, a.catalog)}
     parent: dict[int, int] = {c: c for c in generic}
 
     def find(c: int) -> int:
@@ -235,7 +241,7 @@ def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     profile = a.cost.profile
     chains = []
     for members in groups.values():
-        if len(members) < 2:
+        if len(members) < 2 or not any(_is_aten(a.eg.nodes[a.selection[c]].op, a.catalog) for c in members):
             continue
         inside = set(members)
         ins = {k for c in members for k in a.eg.nodes[a.selection[c]].children if k not in inside}
@@ -244,7 +250,8 @@ def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
         fused = profile.time_us(Traffic(nbytes, 0, 1), "")
         cost = sum(a.cost(a.eg.nodes[a.selection[c]]) for c in members)
         fx_nodes = a.fx_nodes(sorted(inside))
-        chains.append(Chain(sorted(_op_name(a.eg.nodes[a.selection[c]]) for c in members), cost, fused,
+        ops = (_op_name(a.eg.nodes[a.selection[c]]) for c in members)
+        chains.append(Chain(sorted(op for op in ops if op != "Get"), cost, fused,
                             [n.name for n in fx_nodes], _source(fx_nodes)))
     return sorted(chains, key=lambda ch: -ch.saving_us)
 

@@ -87,6 +87,13 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
     return EXTRACTORS[extractor](eg, InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins))
 
 
+def _only_twins(eg: EGraph, selection: Selection, ser: serialize.Serialized, catalog: Catalog) -> bool:
+    """Whether every kernel ``selection`` adds to the graph is an Inductor twin (views aside)."""
+    new = set(selection.values()) - set(ser.enode_of_node.values())
+    ops = {eg.nodes[i].op for i in new} & {s.name for s in catalog}
+    return all(catalog[op].calibration_key.startswith("inductor:") for op in ops)
+
+
 class _Stages:
     """``with stage(name):`` times one stage into ``report.stage_ms``; ``current`` names the stage that
     runs (or last ran), so a failure can say where. Stages do not nest. A class, not a generator:
@@ -237,6 +244,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         if dumper is not None and not banned:
             dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
         faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
+        if faster and set(imported.vocabularies) <= {"aten"} and _only_twins(eg, selection, ser, options.catalog):
+            faster = False  # in a native graph a twin is Inductor's code for the chain the graph already holds
         if not faster and options.emit != "always":
             report.predicted_after_us = report.predicted_before_us
             return

@@ -772,6 +772,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--eqsat-sizes", default="range", help="'range' (the M list) or one int: where the pass costs")
     ap.add_argument("--residual", choices=("vllm", "hf"), default="vllm", help="fp32 fused add (vLLM) or bf16 add (HF)")
     ap.add_argument("--llama-quant", choices=("token", "group"), default="token")
+    ap.add_argument("--gemm", choices=("opaque", "inline"), default="opaque",
+                    help="fp8 GEMM as an opaque op reading q, s (default) or inline dequant + bf16 GEMM")
     ap.add_argument("--exec", choices=("inductor", "fx"), default="inductor",
                     help="fx (CPU only): run the post-grad graph with FX instead of Inductor's code")
     ap.add_argument("--rep-ms", type=float, default=10.0, help="do_bench_cudagraph's rep (ms)")
@@ -784,6 +786,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--tag", default=None, help="file name tag (default: h200 / the GPU's name, dryrun)")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
+    e2e_blocks.OPAQUE_GEMM[0] = args.gemm == "opaque"
     if args.M is None:
         args.M = list(DRY_M if args.dry_run else QUICK_M if args.quick else DEFAULT_M)
     if args.exec == "fx" and not args.dry_run:

@@ -55,13 +55,32 @@ def gemm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return x @ w.t()
 
 
-def fp8_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+def dequant_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """W8A8 GEMM as a dequantise + bf16 GEMM: ``q`` [M, K] fp8, ``s`` [M, K / g] fp32 (g = K / s's last
     dim: 128 for group quant, K for per-token), ``w`` [N, K] bf16."""
     m, k = q.shape
     g = k // s.shape[-1]
     x = (q.float().view(m, k // g, g) * s.view(m, k // g, 1)).view(m, k).to(BF16)
     return gemm(x, w)
+
+
+@torch.library.custom_op("e2e::w8a8_gemm", mutates_args=())
+def w8a8_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """An fp8 GEMM as a model calls one: an opaque op reading q and its scales from memory (as a
+    blockscale GEMM does), here computed as ``dequant_gemm`` inside, the same in every variant."""
+    return dequant_gemm(q, s, w)
+
+
+@w8a8_gemm.register_fake
+def _(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return q.new_empty((q.shape[0], w.shape[0]), dtype=BF16)
+
+
+OPAQUE_GEMM = [True]  # e2e.py --gemm: opaque (default) or inline (Inductor may fuse the dequant into the quant)
+
+
+def fp8_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    return w8a8_gemm(q, s, w) if OPAQUE_GEMM[0] else dequant_gemm(q, s, w)
 
 
 def group_quant(x: torch.Tensor, group_size: int = G) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,8 +10,9 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_
   ``x.dtype`` is the no-op the graph dropped) and ``w`` is a 1-D weight over the last dim.
 - ``lift-rms-norm-fp32-weight`` (rounding): OLMo2's ``cast(w * (x32 * rsqrt(...)), x.dtype)``, the
   weight multiplied in fp32 before the one cast, is ``RmsNorm(x, w, eps)`` up to the bf16 rounding
-  RmsNorm takes before the multiply (same conditions on w). Gemma's ``(1 + w)`` never matches: its
-  multiplicand is an fp32 sum, not a weight of x's dtype.
+  RmsNorm takes before the multiply (same conditions on w); ``-cast``: Helium's, the weight cast to
+  fp32 first. Gemma's ``(1 + w)`` never matches: its multiplicand is an fp32 sum, not a weight of
+  x's dtype.
 - ``lift-add-rms-norm`` / ``-residual`` (exact): the same tail over ``s32 = float(x) + float(r)`` is
   output 0 of ``AddRmsNorm(x, r, w, eps)``, and ``cast(s32, x.dtype)`` next to it is output 1.
 - ``mul-comm`` (exact): IEEE multiplication commutes (broadcast and promotion are symmetric), so
@@ -126,6 +127,8 @@ _BIG = (
     rewrite("lift-rms-norm", rms_tail(_X32), "(RmsNorm x w eps)", *_WEIGHT, family="lift"),
     rewrite("lift-rms-norm-fp32-weight", f"(Convert (Mul {_NORM32} w) dt)", "(RmsNorm x w eps)", *_WEIGHT,
             numerics="rounding", family="lift"),
+    rewrite("lift-rms-norm-fp32-weight-cast", f'(Convert (Mul {_NORM32} (Convert w "float32")) dt)',
+            "(RmsNorm x w eps)", *_WEIGHT, numerics="rounding", family="lift"),
     rewrite("lift-add-rms-norm", rms_tail(_S32), f"(Get {_ADD_RMS} 0)", *_WEIGHT, *_RESIDUAL, family="lift"),
     rule("lift-add-rms-norm-residual",
          (f"(= __n {rms_tail(_S32)})", f"(= __res (Convert {_S32} (dtype x)))", *_WEIGHT, *_RESIDUAL),

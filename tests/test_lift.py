@@ -25,7 +25,7 @@ from tests.test_rules import check
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 FN = torch.float8_e4m3fn
 QUANTS = ("lift-quant-group-e4m3fn", "lift-quant-group-e4m3fnuz", "lift-quant-group-e4m3fnuz-240")
-STAGED = ("lift-rms-norm", "lift-rms-norm-fp32-weight", "lift-add-rms-norm", "lift-add-rms-norm-residual", *QUANTS)
+STAGED = ("lift-rms-norm", "lift-rms-norm-fp32-weight", "lift-rms-norm-fp32-weight-cast", "lift-add-rms-norm", "lift-add-rms-norm-residual", *QUANTS)
 FOLDED = tuple(f"{name}-folded" for name in QUANTS[::2])  # e4m3fnuz-224's: tests/test_gated.py
 TESTED_RULES = {*STAGED, *FOLDED, *(f"{name}.match" for name in (*STAGED, *FOLDED)), "mul-comm", "clamp-split",
                 "amax-is-max"}
@@ -117,12 +117,20 @@ def olmo2(x, w):
     return (w * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6))).to(x.dtype)
 
 
+def helium(x, w):
+    """HF ``HeliumRMSNorm``: as OLMo2's, the weight cast to fp32 first."""
+    x32 = x.float()
+    return (w.float() * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6))).to(x.dtype)
+
+
 @pytest.mark.parametrize("form", FORMS)
-def test_lift_rms_norm_fp32_weight(form):
-    """OLMo2's norm is rms_norm within rounding: checked through the quant that follows it."""
+@pytest.mark.parametrize(("norm", "fires"), [(olmo2, "lift-rms-norm-fp32-weight"),
+                                             (helium, "lift-rms-norm-fp32-weight-cast")])
+def test_lift_rms_norm_fp32_weight(form, norm, fires):
+    """OLMo2's and Helium's norms are rms_norm within rounding: checked through the quant after them."""
     fp8, fmax = FORMS[form]
-    check(lambda x, w: quant_native(olmo2(x, w), 128, fmax, fp8=fp8), rms_quant_op(fp8, 128, 1e-6), XW,
-          numerics="rounding", fires="lift-rms-norm-fp32-weight", tol=QUANT_TOL_STEPS)
+    check(lambda x, w: quant_native(norm(x, w), 128, fmax, fp8=fp8), rms_quant_op(fp8, 128, 1e-6), XW,
+          numerics="rounding", fires=fires, tol=QUANT_TOL_STEPS)
 
 
 def test_mul_comm_weight_first():
@@ -294,7 +302,7 @@ def _every_rule_fires(x, r, w1, w2, g):
     a, b = g[:, :512], g[:, 512:]  # SiluAndMul: eager, decomposed (a whole-dim slice first), in fp32
     a32 = g[..., :512].float()
     silus = (torch.nn.functional.silu(a) * b, (a32 / (1 + torch.exp(-a32))).to(g.dtype) * g[..., 512:],
-             (torch.nn.functional.silu(a.float()) * b.float()).to(g.dtype), olmo2(x, w1),
+             (torch.nn.functional.silu(a.float()) * b.float()).to(g.dtype), olmo2(x, w1), helium(x, w2),
              (a32 * torch.sigmoid(a32)).to(g.dtype) * g[..., 512:] * 2)
     return (*silus, *quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped, *(t for f in forms for t in f))
 

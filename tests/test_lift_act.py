@@ -20,7 +20,7 @@ from tests.test_rules import check
 vllm, own = torch.ops.vllm, torch.ops.eqsat
 TESTED_RULES = {"lift-silu-and-mul", "lift-silu-and-mul.match", "lift-silu-and-mul-fp32",
                 "lift-silu-and-mul-fp32.match", "silu-decomposed", "silu-decomposed-fp32", "slice-whole", "silu-sigmoid",
-                "slice-last-dim"}
+                "slice-last-dim", "split-first-piece", "split-second-piece"}
 X = [rand(8, 1024)]
 
 
@@ -75,6 +75,15 @@ def test_gpu_benchmarks_native_silu_quant_fuses():
 
     check(native.native_silu_group_quant, fused(FN), X, numerics="rounding", fires="silu-decomposed-fp32",
           tol=QUANT_TOL_STEPS)
+
+
+def test_chunked_gate_up():
+    """Phi-3's MLP: ``gate, up = x.chunk(2, -1)``; ``up * silu(gate)`` (``aten.split`` into halves)."""
+    def phi3(x):
+        gate, up = x.chunk(2, dim=-1)
+        return quant_native(up * F.silu(gate), 128, 448.0, fp8=FN)
+
+    check(phi3, fused(FN), X, numerics="rounding", fires="split-second-piece", tol=QUANT_TOL_STEPS)
 
 
 def test_slice_whole():

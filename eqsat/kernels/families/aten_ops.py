@@ -20,7 +20,7 @@ argument, ``Add`` with a tensor). Import takes the first spelling that fits a no
 imports it generically; emission uses a constructor's first spelling. ``MeanLast``, ``MaxLast`` and
 ``AmaxKeepLast`` pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reduction over any other
 dim is not one of them. Likewise ``SplitLast2`` is a two-way ``split_with_sizes`` over the last dim
-(other splits stay generic) and ``PadLast`` a ``constant_pad_nd`` by ``[0, p]`` with zeros. The
+(other splits stay generic), ``SplitLast`` a ``split`` (``chunk``) into pieces of one size over it, and ``PadLast`` a ``constant_pad_nd`` by ``[0, p]`` with zeros. The
 views (``Slice``, ``SplitLast2``) move no data and cost nothing. Invariant: every row here means
 exactly what its ATen op computes.
 """
@@ -99,6 +99,8 @@ ROWS: tuple[KernelSpec, ...] = (
     _row("Slice", "x:T dim:i64 start:i64 end:i64", _view, "aten.slice.Tensor", "x[start:end] along dim (a view)"),
     _row("SplitLast2", "x:T a:i64 b:i64", _view, "aten.split_with_sizes.default",
          "(x[..., :a], x[..., a:a+b]) with a + b the last dim (views)"),
+    _row("SplitLast", "x:T s:i64", _view, "aten.split.Tensor",
+         "(x[..., :s], x[..., s:2s], ...): pieces of s along the last dim, the last one shorter (views)"),
     _row("PadLast", "x:T p:i64", _pad_last, "aten.constant_pad_nd.default",
          "x with p zeros appended to its last dim (p < 0 crops)"),
 )
@@ -128,6 +130,7 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("ClampMin", "aten::clamp", ("x", "c")),  # clamp(x, min) with max left None
         Spelling("Slice", "aten::slice.Tensor", ("x", "dim", "start", "end"), fixed=(("step", 1),)),
         Spelling("SplitLast2", "aten::split_with_sizes", ("x", ("a", "b")), fixed=(("dim", -1),)),
+        Spelling("SplitLast", "aten::split.Tensor", ("x", "s"), fixed=(("dim", -1),)),
         Spelling("PadLast", "aten::constant_pad_nd", ("x", (0, "p")), fixed=(("value", 0.0),)),
     ),
 }

@@ -1,20 +1,15 @@
 """Which e-nodes extraction may pick: a cost wrapper that makes every other one infinitely dear.
 
-The e-graph states equalities on any rank, layout and dtype; an op that runs them does not. A new
-e-node (one that is no FX node's own term) is a candidate only where emit can write it as it stands:
+The e-graph states equalities on any rank, layout and dtype; an op does not. A new e-node (no FX
+node's own term) is a candidate only where emit can write it as it stands:
 - a catalog op needs the spelling emit will use in this graph's vocabularies (``VocabIndex.spelling_for``)
-  and that spelling's ``accepts`` (``eqsat.core.accepts``) must hold on the facts of its arguments,
-  or, where no vocabulary spells the row, an ``expand`` to inline;
-- a reshape needs a shape emit can spell (``fx_out.shape_arg``);
-- it is not ``banned`` (a site emit could not write: ``fx_out.SiteError``);
-- its row runs on the profile's ``platform`` (a kernel with no implementation there is no candidate),
-  and a fused row's GPU implementation can load where the graph runs on a GPU (``gpu_kernels``);
-- a row that fuses nothing (a lifted rms_norm, quant, ...) is written only in a vocabulary of the
-  graph's own, unless ``standalone_lifts``: alone it moves the bytes Inductor's code for the native
-  chain moves, and as an opaque op it stops Inductor fusing that chain with its neighbours.
-The input graph's own e-nodes are always candidates: the graph runs as it is. ``why_not`` says in
-words why an e-node is no candidate (``explain`` prints it). ``hypothetical``: a row no vocabulary
-spells is a candidate too (``explain``'s what-if kernels, priced though they cannot be written).
+  with its ``accepts`` (``eqsat.core.accepts``) holding on its arguments' facts, or else an ``expand``;
+- a reshape needs a shape emit can spell (``fx_out.shape_arg``); no site is ``banned`` (``fx_out.SiteError``);
+- its row runs on the profile's ``platform``, and a fused row's GPU implementation loads (``gpu_kernels``);
+- a row that fuses nothing (a lifted norm, quant, ...) is written only in a vocabulary of the graph's
+  own unless ``standalone_lifts`` (alone it saves no traffic and stops Inductor fusing the chain).
+The input graph's own e-nodes are always candidates. ``why_not`` says in words why an e-node is no
+candidate; ``hypothetical`` admits rows no vocabulary spells (``explain``'s what-if kernels).
 """
 
 from __future__ import annotations

@@ -1,20 +1,16 @@
 """Debug dumps: set ``EQSAT_DUMP_DIR`` (or ``Options.dump_dir``) and every optimized graph leaves a
 folder ``<dir>/graph_<pid>_<n>/`` with:
-
 - ``before.py`` / ``after.py``: the graph's code before and after the pass;
-- ``before.json``: the graph before the pass as a saved graph (:mod:`eqsat.graphfile`), so that
-  ``eqsat explain before.json`` replays offline what the pass saw (e.g. inside vLLM);
-- ``before.dot`` / ``after.dot`` and ``before.png`` / ``after.png``: the FX graph before and after
-  (:mod:`eqsat.fx.picture`; in ``after``, the nodes the pass created are filled, fused kernels
-  bold); the PNGs are drawn with matplotlib, graphs above ``fx_picture.PNG_MAX_NODES`` nodes are
-  not drawn (a log line says so);
+- ``before.json``: the input as a saved graph (:mod:`eqsat.graphfile`), so ``eqsat explain
+  before.json`` replays offline what the pass saw;
+- ``before.dot`` / ``after.dot`` and ``.png``: the FX graph (:mod:`eqsat.fx.picture`; created nodes
+  filled, fused kernels bold; no PNG above ``fx_picture.PNG_MAX_NODES`` nodes, which is logged);
 - ``report.txt`` / ``report.json``: the report;
-- ``egraph.dot``: egglog's own Graphviz output of the whole saturated e-graph (graphs up to
-  ``EGGLOG_DOT_MAX_NODES`` e-nodes);
-- ``fusion_<i>_<kernel>.dot``: the e-graph around each fused kernel the extraction chose (its
-  e-class, its projections and three levels of children; chosen e-nodes filled).
+- ``egraph.dot``: egglog's Graphviz output of the saturated e-graph (up to ``EGGLOG_DOT_MAX_NODES``);
+- ``fusion_<i>_<kernel>.dot``: the e-graph around each chosen fused kernel (its e-class, projections
+  and three levels of children; chosen e-nodes filled).
 Each ``.dot`` is also rendered to ``.svg`` when Graphviz's ``dot`` program is installed.
-Dumping never changes what the pass does; a failure to dump is logged and ignored.
+Invariant: dumping never changes what the pass does; a failure to dump is logged and ignored.
 """
 
 from __future__ import annotations

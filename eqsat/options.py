@@ -41,8 +41,8 @@ class Options:
       adds the condition as a guard when the rewrite is written, as Inductor's own specializations do;
       ``"prove"`` fuses only what the shape environment proves (``eqsat.fx.symbolic``).
     - ``pause_gc``: pause Python's cyclic garbage collector while the pass runs, as ``timeit`` does,
-      and restore it after: a full collection walks every object of the compiling process (~400k in
-      the benchmarks), and on a 61-layer graph paid 20% of the pass. The pass's garbage goes at the
+      and restore it after: a full collection walks every object of the compiling process, a sizeable share
+      of the pass on a large graph. The pass's garbage goes at the
       next collection. Turn it off if another thread must not see collection paused meanwhile.
     """
 

@@ -1,22 +1,16 @@
 """Local improvement of a DAG selection: take, or leave, every output of a multi-output e-node at once.
 
-Greedy DAG extraction values each e-class on its own, so two whole-kernel choices escape it:
-- **take**: a multi-output kernel that is dearer than each output's own producer, but cheaper than
-  all of them together (a dual-norm kernel, norm + pad), is never chosen. For every tuple-valued
-  e-class, every live class that has one of its projections ``Get(t, i)`` is switched to that
-  projection at once; within the same try, a live class may follow by reading one of the new
-  outputs through another of its e-nodes (a slice of a padded output) where that is cheaper;
-- **leave**: a fused kernel chosen for one output while another of its inputs' consumers keeps the
-  unfused producer alive (a norm whose bf16 output also feeds a router GEMM: the fused norm + quant
-  recomputes the norm) is kept, because dropping it pays off only when every one of its live
-  outputs moves at once. For every live tuple-valued e-class, each live class that reads it is
-  switched to its cheapest other e-node, in turn, so later switches see what earlier ones brought
-  alive (the quant's two outputs share one plain quant).
-Every tuple-valued e-class gets one take try, then one leave try (a second round found nothing
-more on the benchmark graphs and doubled the time); a try is kept when the DAG cost drops.
+Greedy DAG extraction values each e-class alone, so two whole-kernel choices escape it:
+- **take**: a multi-output kernel dearer than each output's own producer but cheaper than all together
+  (dual norm, norm + pad). Every live class with a projection ``Get(t, i)`` of a tuple-valued class
+  switches to it at once; in the same try a live class may follow onto a new output where cheaper;
+- **leave**: a fused kernel kept for one output while its unfused producer stays alive for another
+  consumer pays off only if every live output moves at once: each live reader of a live tuple-valued
+  class switches to its cheapest other e-node in turn, later ones seeing what earlier ones revived.
+Each tuple-valued class gets one take try, then one leave try; a try is kept when the DAG cost drops.
 Costs are kept incrementally with reference counts (a class dies when no live parent or root uses
-it), so each try costs the size of what it changes, not of the graph. The result passes ``check``;
-if a switch ever closed a cycle, the input selection is returned.
+it), so a try costs the size of what it changes. The result passes ``check``; if a switch ever closed
+a cycle, the input selection is returned.
 """
 
 from __future__ import annotations

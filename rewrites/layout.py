@@ -1,32 +1,17 @@
 """Layout rules: where values sit in memory is not what they are, so fusions see through reshapes.
 
-Both rules are exact (a row-major reshape moves no value) and read every shape from facts; no head
-count or head size is ever named, so vLLM's two gated-norm layouts, ``(N * H, D)`` and
-``(N, H, D)``, and any ``H``, ``D``, eps reach the same fused kernel (``eqsat.kernels.families.gated``).
-
-- ``quant-group-of-reshape``: ``QuantGroup(Reshape(y, s), G)`` is ``QuantGroup(y, G)`` reshaped,
-  when G divides both y's last dim and s's. Then every group is the same G consecutive elements
-  in row-major memory in either shape, and groups come in the same order, so q reshapes to ``s``
-  and the scale to the shape its e-class already has (a fact, set by the importer on every FX
-  value; no shape arithmetic). Only quants whose scale has that fact rewrite, i.e. imported ones,
-  which keeps the rule from feeding itself.
-- ``rms-norm-gated-rows``: a gated norm of a contiguous x (and z) of rank >= 3 is the reshape of
-  the gated norm over rows ``(numel / D, D)``: it is row-wise over the last dim D. The rows' shape
-  key is written from facts as ``"<dims joined by *>/D,D"`` (``"s77*8*128/128,128"`` for
-  ``"s77,8,128"``): it denotes the right shape for any symbolic dims, no two shapes share it, and
-  the emitter spells it ``reshape(x, [-1, D])``. Keys with commas inside a dim are refused. The
-  rule sets the facts of the three terms it makes (dtype, that key, rank 2, D, contiguous), which is
-  what the fused kernel's constraints and the cost model read. No imported value has the key, so
-  ``reshape-noop`` cannot see that a value already in rows needs no reshape; ``reshape-noop-2d``
-  (``rewrites/views.py``) does, from rank and last dim.
-- ``rms-norm-of-reshape`` / ``add-rms-norm-of-reshape``: a norm over the last dim is row-wise, so a
-  reshape of its output that keeps the last dim is the norm of the reshaped input (both outputs of
-  the fused-add norm: the residual reshaped alike, and the residual output the new one's reshaped back). This is what lets a norm over ``[T, 2, N]`` viewed
-  as ``(-1, N)`` feed a 2-D fused kernel (DeepSeek-V3.2's indexer). The reshaped input must be
-  contiguous (its reshape is then a view, contiguous too); the rules state the new terms' facts.
-- ``quant-token-of-reshape``: the per-row quant of a reshape that keeps the last dim is that quant
-  reshaped (q to the new shape, the ``[..., 1]`` scale to the shape its e-class has), as
-  ``quant-group-of-reshape`` states it for groups.
+All rules are exact (a row-major reshape moves no value), read every shape from facts and never name
+a head count or size, so both gated-norm layouts ``(N * H, D)`` and ``(N, H, D)`` reach one kernel.
+- ``quant-group-of-reshape``: ``QuantGroup(Reshape(y, s), G)`` is ``QuantGroup(y, G)`` reshaped when G
+  divides both y's last dim and s's (groups are the same consecutive elements in either shape); the
+  scale takes the shape its e-class already has, so only imported quants rewrite (no self-feeding).
+- ``quant-token-of-reshape``: the same for the per-row quant of a reshape that keeps the last dim.
+- ``rms-norm-gated-rows``: a gated norm of contiguous x (and z) of rank >= 3 is the reshape of the
+  gated norm over rows ``(numel / D, D)``, keyed ``"<dims joined by *>/D,D"`` (unique per shape,
+  emitted as ``reshape(x, [-1, D])``; keys with commas inside a dim are refused); it sets the facts of
+  the terms it makes. ``reshape-noop-2d`` (``rewrites/views.py``) drops the reshape of values in rows.
+- ``rms-norm-of-reshape`` / ``add-rms-norm-of-reshape``: a reshape keeping the last dim of a norm's
+  output is the norm of the reshaped (contiguous) input, both outputs of the fused-add norm alike.
 """
 
 from __future__ import annotations

@@ -26,8 +26,8 @@ def select(rules: Iterable[Rule], numerics: Numerics) -> tuple[Rule, ...]:
 
 
 def default_rules(catalog: Catalog, numerics: Numerics) -> tuple[Rule, ...]:
-    """Every family's rules for ``catalog`` under ``numerics``; memoised (regenerating costs ~0.3 ms
-    a graph) when the catalog is hashable, as the built-in one is (a user's row may hold a list)."""
+    """Every family's rules for ``catalog`` under ``numerics``; memoised (a pure function of two
+    immutable values) when the catalog is hashable, as the built-in one is (a user's row may hold a list)."""
     try:
         return _default_rules(catalog, numerics)
     except TypeError:  # unhashable: build them

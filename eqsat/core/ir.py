@@ -1,28 +1,16 @@
 """The IR: one egglog sort ``T`` for every value, at three levels, plus the facts it carries.
 
-Level A (ATen/prims as post-grad graphs spell them) enters generically: ``A0``..``A3`` take the
-target name, a key into the import's table of constant arguments, and up to three tensor children.
-Level B (library-independent semantics) and level C (kernels) are constructors generated from the
-kernel catalog (``eqsat.kernels.catalog``), so adding a kernel never edits this file.
-
-Fixed constructors:
-- ``(Leaf i)``: a graph input or the output of an opaque node (FX node index ``i``); never rewritten.
-  egglog never holds one: a leaf's e-class is ``(Fx i)`` (below), and serialize gives that class its
-  ``Leaf`` e-node (a row per leaf fewer to load, match and delete, on every graph).
-- ``(Get t i)``: projection ``i`` of a tuple-valued term (multi-output ops).
-- ``(Reshape t s)``: ``t`` reshaped (row-major) to the shape whose key is ``s``. Every FX view op
-  (``view``, ``reshape``, ``_unsafe_view``, ``squeeze``, ``unsqueeze``) imports as this one form, so
-  view algebra is stated once.
-
-Facts, from ``node.meta["val"]`` for every tensor value, as rules read and state them:
-``(dtype t)`` dtype name, ``(shape t)`` shape key, ``(ndim t)``, ``(dim t -1)`` the last dim when it
-is concrete (the only dim a rule reads; other dims are compared through the shape key), and the atom
-``(contiguous t)``. egglog keeps three rows per value: ``(dtype t)``, ``(shape t)`` and ``(facts t)``,
-the rest packed in one integer (``eqsat.core.facts``, which renders rules into that form). The loader
-states them in one input row per FX node ``i`` (``eqsat.engine.rows``), and a rule of the ``load``
-ruleset sets them for ``(Fx i)``, the loader's name for node ``i``'s e-class (``eqsat.engine.engine``). ``Fx``
-is no op: no rule reads it and it is never extracted (the ``Leaf`` of a leaf stands in for it).
-``(dtype-ok K d)`` lists the activation dtypes kernel ``K`` accepts; the catalog fills it.
+Level A (ATen/prims) enters generically: ``A0``..``A3`` take the target name, a key into the import's
+constant-argument table and up to three tensor children. Levels B (semantics) and C (kernels) are
+generated from the kernel catalog (``eqsat.kernels.catalog``): adding a kernel never edits this file.
+Fixed constructors: ``(Leaf i)``, a graph input or opaque node's output, never rewritten and never
+held by egglog (its e-class is ``(Fx i)``; serialize adds the ``Leaf`` e-node); ``(Get t i)``,
+projection ``i`` of a tuple; ``(Reshape t s)``, ``t`` reshaped row-major to shape key ``s``, the one
+form every FX view op imports as. Facts, from ``node.meta["val"]``: ``(dtype t)``, ``(shape t)``,
+``(ndim t)``, ``(dim t -1)`` (the last dim when concrete, the only dim a rule reads) and
+``(contiguous t)``, kept as rows ``dtype``, ``shape`` and ``facts`` (the rest packed, ``eqsat.core.facts``),
+set by the ``load`` ruleset for ``(Fx i)`` from the loader's rows (``eqsat.engine.rows``). ``Fx`` is no
+op: no rule reads it, it is never extracted. ``(dtype-ok K d)`` lists kernel ``K``'s activation dtypes.
 """
 
 from __future__ import annotations
@@ -84,7 +72,7 @@ def dtype_from_name(name: str) -> torch.dtype:
 
 @functools.lru_cache(maxsize=4096)
 def _expr_key(expr: object) -> int | str:
-    """A symbolic dim's expression as a key; memoised: printing one costs sympy ~30 us, and every graph
+    """A symbolic dim's expression as a key; memoised: printing one with sympy is dear, and every graph
     of a compile repeats the same few (sympy expressions are immutable and hashable)."""
     return int(expr) if expr.is_number else str(expr)  # type: ignore[attr-defined,call-overload]
 

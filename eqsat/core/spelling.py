@@ -122,7 +122,7 @@ class OpSchema(NamedTuple):
 @cache
 def op_schema(op: torch._ops.OpOverload) -> OpSchema:
     """What binding and import read of ``op``'s schema, read once per op: the schema builds new
-    objects on every access (~12 us for one node's arguments), and an op's schema never changes."""
+    objects on every access, and an op's schema never changes."""
     schema = op._schema
     arguments = tuple(OpArgument(a.name, a.has_default_value(), a.default_value if a.has_default_value() else None,
                                  a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments)
@@ -142,7 +142,7 @@ class VocabIndex:
     by_target: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = field(init=False, repr=False, compare=False)
     # op -> why import keeps its nodes opaque whatever their arguments, or None (``eqsat.fx.importer``
     # fills it as it meets ops): it reads only the op (its schema, tags and torch's side-effect
-    # registries, ~10 us an op), so the index a pass's engine keeps answers each op once
+    # registries), so the index a pass's engine keeps answers each op once
     op_reasons: dict[object, str | None] = field(init=False, default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:  # one per pass: each vocabulary keeps its own table by qualname

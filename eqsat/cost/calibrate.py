@@ -1,8 +1,8 @@
 """Calibration: fit a device profile's per-kernel lines to measured kernel times.
 
 A measurement is a time in µs for a sum of kernel calls, each call a (calibration key, bytes,
-launches) component, so a row can be one kernel (``fused``) or several run back to back (the
-``unfused`` column of ``reference/h200-anchor.md`` is an rms_norm kernel plus a quant kernel). The
+launches) component, so a row can be one kernel (``fused``) or several run back to back (an
+``unfused`` row can be an rms_norm kernel plus a quant kernel). The
 model per key is ``launches * launch_us + bytes / bandwidth``; both are linear in the unknowns
 ``launch_us`` and ``1/bandwidth``, so all keys are fitted at once by non-negative least squares on
 relative errors (every row weighs the same whether it takes 2 µs or 200 µs).

@@ -1,8 +1,8 @@
 """Load: imported terms and facts into the engine's e-graph, as rows egglog reads from files.
 
-Terms enter as data, never as egglog actions (a rule of one ``let`` per term costs egglog ~15 us a
-term to type-check and compile, and its binding objects as much again; a program string is parsed
-in time quadratic in its length, ``reference/egglog-notes.md``). ``eqsat.engine.rows`` says what the
+Terms enter as data, never as egglog actions (a rule of one ``let`` per term makes egglog type-check
+and compile every term and keep binding objects for it; a program string is parsed in time
+quadratic in its length). ``eqsat.engine.rows`` says what the
 rows hold: each graph is one file of one shared relation (plus one per constructor too wide for it),
 read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds each node's term as
 ``(Fx i)`` (``Fx`` names node ``i``'s e-class while loading and is never extracted, ``eqsat.core.ir``),
@@ -54,7 +54,7 @@ def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
 
 def _scratch() -> Path:
     """A fresh private folder for the rows, in memory where Linux offers it (/dev/shm: a small file
-    costs ~7 us to write there, ~60-90 us on a disk-backed /tmp)."""
+    is written there much faster than on a disk-backed /tmp)."""
     shm = Path("/dev/shm")
     memory = shm.is_dir() and os.access(shm, os.W_OK)
     return Path(tempfile.mkdtemp(prefix="eqsat-load-", dir=shm if memory else None))
@@ -94,13 +94,13 @@ class Engine:
     """An egglog e-graph with the schema and the catalog's dtype facts declared, and the rules
     declared as graphs need them.
 
-    Declaring a rule costs about 0.7 ms (egglog compiles it) and every declared rule slows each
+    Declaring a rule has a cost (egglog compiles it) and every declared rule slows each
     saturation iteration, so a rule is declared the first time a graph can fire it
     (``eqsat.engine.reach``: its query's constructors are in the graph or made by rules that can fire)
-    and stays declared. Loading a graph costs about 10 us a term: so one engine serves many graphs,
+    and stays declared. Loading a graph costs time per term: so one engine serves many graphs,
     each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
-    every row it added (ruleset ``clear``: one delete rule per table that can hold rows, 0.2-0.3 ms
-    where egglog's push/pop, which clones the whole e-graph, costs 1-3 ms), so the engine holds no
+    every row it added (ruleset ``clear``: one delete rule per table that can hold rows, cheaper
+    than egglog's push/pop, which clones the whole e-graph), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
     and rule list. Kept across the graphs too: ``layouts``, the output layouts of the kernels emit wrote
     (``eqsat.fx.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout; and,
@@ -141,7 +141,7 @@ class Engine:
 
     def _declare(self, program: Sequence[str]) -> None:
         # one small parse per declaration: a parsed node's span holds its whole source text, so one big
-        # program string costs time quadratic in its length (reference/egglog-notes.md)
+        # program string costs time quadratic in its length
         self.egraph.run_program(*(c for text in program for c in self.egraph.parse_program(text)))
 
     def _clear(self, tables: dict[str, tuple[int, bool]]) -> list[str]:
@@ -177,7 +177,7 @@ class Engine:
 
     def vocab_index(self, vocabularies: tuple[Vocabulary, ...]) -> VocabIndex:
         """The index of ``vocabularies``, kept while the same tuple is asked for (a pass reuses its
-        engine and its options' vocabularies on every graph; building the index costs ~0.1 ms)."""
+        engine and its options' vocabularies on every graph, and building the index is not free)."""
         if self._vocab is None or self._vocab.vocabularies is not vocabularies:
             self._vocab = VocabIndex(vocabularies)
         return self._vocab
@@ -220,8 +220,8 @@ class Engine:
 
     def declare_constructors(self, names: Iterable[str]) -> None:
         """Declare those constructors ``names`` not declared yet (``declare`` does, for what a graph
-        and its rules name: each costs egglog ~75 us, and declaring all ~60 up front cost every
-        engine ~4 ms; ``eqsat.tools.explain``'s diagnostic rules name every fused row's terms). Rows appear
+        and its rules name: each has a cost in egglog, so declaring all up front would tax every
+        engine; ``eqsat.tools.explain``'s diagnostic rules name every fused row's terms). Rows appear
         in a constructor only through ``declare``'s loaders and rules, whose tables get delete rules."""
         kinds = sorted(set(names) - self.known)
         unknown = [c for c in kinds if c not in self.constructors]

@@ -1,20 +1,17 @@
 """Which rules can fire on a graph: a closure over the constructors a graph holds and rules make.
 
-A rule matches only where every constructor its query names has a row. A constructor has rows only
-if the graph holds it or the actions of a rule that can fire make it. So the rules that can fire
-on a graph are the least fixpoint: start from the graph's constructors, keep adding the rules whose
-query constructors are all present, and the constructors their actions name. Reading the egglog
-text over-approximates (an action's constructor counts as made even under a condition), which only
-declares a rule that never fires; it never leaves out one that could (``tests/test_engine.py``
-checks that against declaring every rule, on the test and benchmark graphs).
+A rule matches only where every constructor its query names has a row, and a constructor has rows
+only if the graph holds it or a rule that can fire makes it: the rules that can fire are the least
+fixpoint from the graph's constructors. Reading the egglog text over-approximates (an action's
+constructor counts as made even under a condition), which may declare a rule that never fires but
+never leaves out one that could (``tests/test_engine.py`` checks this).
 
-A rule with a ``converse`` (a kernel's ``unlift``, whose converse is its ``fuse``) adds nothing to the
-terms its converse made: both state the same equalities, over the same variables. So the constructors
-such a rule needs count only when the graph holds them or some other rule makes them: a graph that
-holds no fused kernel never runs the unlift rules, which would only re-state what each fusion stated.
+A rule with a ``converse`` (a kernel's ``unlift``, converse of its ``fuse``) adds nothing to terms its
+converse made, so its constructors count only when the graph holds them or another rule makes them:
+a graph with no fused kernel never runs the unlift rules.
 
-Declaring a rule costs egglog about 0.7 ms and each declared rule slows every
-saturation iteration, so ``eqsat.engine.engine.Engine`` declares only what this closure reaches.
+Declaring a rule has a cost and every declared rule slows every saturation iteration, so
+``eqsat.engine.engine.Engine`` declares only what this closure reaches.
 """
 
 from __future__ import annotations

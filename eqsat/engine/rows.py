@@ -1,21 +1,13 @@
 """The rows egglog reads a graph from (``eqsat.engine.engine``): one row per imported term, with its facts.
 
-Most terms share one input relation, ``in-term``: a row holds the FX node index, the constructor name,
-the arguments in typed slots (``SLOTS`` per sort; a tensor argument is its FX node index; an unused
-slot holds its sort's filler) and the node's facts (``has`` 1, dtype, shape key and the rest packed in
-one integer, ``eqsat.core.facts``; ``has`` 0 and fillers for a value that is not a tensor). So a graph is
-one file and one ``input`` command whatever constructors it holds (egglog takes ~25-40 us to
-open and parse each file, writing one costs ~10-50 us). A constructor whose arguments do not fit the
-slots (a fused kernel with many operands, say) keeps a relation of its own, ``in-C`` (node index, then
-its arguments), and its facts go to a ``tensor`` row (``eqsat.core.ir``).
-
-A ``Leaf``'s row (always in ``in-term``) holds its facts only: no loader reads it (``eqsat.core.ir``), and
-a leaf without facts has no row. Every rule that reads a row is in the ``load`` ruleset, run once:
-a constructor's loader unions ``(Fx i)`` with ``(C (Fx j) ..)`` (``loader``), a fact rule sets the
-``dtype``, ``shape`` and ``facts`` of ``(Fx i)`` (``eqsat.core.facts``), and each deletes the rows it read
-(an iteration matches every rule before any acts, so the others still see them; a row both read is
-deleted twice, which egglog allows): every row has facts or a loader, so input relations are empty
-outside loading.
+Most terms share one input relation, ``in-term``: FX node index, constructor name, arguments in typed
+slots (``SLOTS`` per sort; a tensor argument is its node index, an unused slot its sort's filler) and
+the node's facts (``has``, dtype, shape key, the rest packed as in ``eqsat.core.facts``), so a graph
+is one file and one ``input`` command. A constructor whose arguments do not fit the slots keeps a
+relation ``in-C`` of its own, its facts in a ``tensor`` row. A ``Leaf``'s row holds its facts only.
+Every rule reading a row is in the ``load`` ruleset, run once: a loader unions ``(Fx i)`` with
+``(C (Fx j) ..)``, a fact rule sets ``(Fx i)``'s facts, and each deletes the rows it read, so input
+relations are empty outside loading.
 
 Invariant: a row holds no tab or newline and no string with surrounding blanks (egglog trims
 fields), and its literals match the constructor's sorts; ``rows`` raises ``ValueError`` otherwise.

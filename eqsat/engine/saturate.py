@@ -1,21 +1,16 @@
 """Saturate: run the rule set under budgets, and say why it stopped.
 
-Iterations run in egglog calls of 4, 8, 16, ... (the ``simple`` scheduler: egglog stops a call at the
-first iteration that changes nothing), since each call costs ~30-50 us beyond its iterations and a
-small graph saturates in a handful (2 to 7 on the benchmark graphs: one call, two for 7): a call runs no
-more iterations than the cap leaves, than the last call's pace says fit in the time left, or than one
-once the e-graph may be past half the node cap; the first call runs one too when no bound on its size
-is known or when the bound at a pessimistic pace (``ROW_SECONDS``) says 4 iterations may not fit.
-
-Stop reasons (egg's ``StopReason``): ``saturated`` (an iteration changed nothing), ``iteration_limit``,
-``node_limit`` (the e-graph grew past the node cap, seen after the call that grew it) and
-``time_limit`` (saturation's share of the wall-clock budget ran out). Whatever the reason, the
-e-graph is consistent after each iteration, so extraction can use it.
-
-``Budgets.seconds`` bounds the whole pass, not only saturation: a :class:`Deadline` is checked at
-every stage boundary and inside the long loops of import and emit, and a stage that cannot be
-interrupted (loading terms into egglog) is refused up front when its estimate does not fit. Past
-the deadline the pass raises :class:`~eqsat.core.errors.BudgetExceeded` and the graph stays untouched.
+Iterations run in egglog calls of 4, 8, 16, ... (the ``simple`` scheduler stops a call at the first
+iteration that changes nothing), since each call has a fixed overhead and small graphs saturate in a
+handful; a call runs no more iterations than the cap leaves, than the last call's pace fits in the
+time left, or than one once the e-graph may be past half the node cap; the first runs one when its
+size is unbounded or 4 may not fit at a pessimistic pace (``ROW_SECONDS``).
+Stop reasons (egg's ``StopReason``): ``saturated``, ``iteration_limit``, ``node_limit`` (seen after the
+call that grew it) and ``time_limit``; the e-graph is consistent after each iteration, so extraction
+can use it whatever the reason. ``Budgets.seconds`` bounds the whole pass: a :class:`Deadline` is
+checked at stage boundaries and in import's and emit's long loops, an uninterruptible stage (loading
+terms) is refused up front when its estimate does not fit, and past the deadline the pass raises
+:class:`~eqsat.core.errors.BudgetExceeded` with the graph untouched.
 """
 
 from __future__ import annotations
@@ -32,7 +27,7 @@ from eqsat.core.ir import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
 FIRST_CALL = 4  # iterations of the first egglog call, when the e-graph is known to be small
-ROW_SECONDS = 1e-6  # a pessimistic pace before any is measured: one iteration over one row (~0.1 us measured)
+ROW_SECONDS = 1e-6  # a pessimistic pace before any is measured: one iteration over one row, well above the observed pace
 # scheduler -> (egglog schedule of {n} iterations, iterations a call runs: None for doubling calls,
 # which needs egglog to stop a call at the first iteration that changes nothing, as its ``run``
 # does); the back-off scheduler runs 4 a call (its bans last within one call)
@@ -81,7 +76,7 @@ class Deadline:
 
 @dataclass(frozen=True)
 class SizeBound:
-    """An upper bound on the e-graph's rows that spares asking egglog (``PrintSize`` costs ~0.1 ms):
+    """An upper bound on the e-graph's rows that spares asking egglog (``PrintSize`` is not free):
     at most ``rows`` at the start and ``growth[rule]`` more per match of each rule. While the bound
     stays under the node cap the cap cannot be hit; past it (or for a rule not listed) egglog is asked."""
 
@@ -114,7 +109,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
     text, fixed = SCHEDULES[budgets.scheduler]
     half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
-    programs = {} if parsed is None else parsed  # run commands by text: parsing one costs ~5-10 us
+    programs = {} if parsed is None else parsed  # run commands by text: parse each once
     # iterations of the next call (as many as the back-off scheduler's while the e-graph is known to be far
     # from the node cap and they fit the time share at a pessimistic pace); seconds an iteration took in
     # the last call

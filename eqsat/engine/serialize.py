@@ -41,7 +41,7 @@ def _parse_dim(d: str) -> int | str:
 def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms: Mapping[int, Term],
               root_nodes: list[int]) -> Serialized:
     """Freeze ``egraph``; ``terms`` are the loaded terms by FX node index (``Imported.terms``)."""
-    functions = egraph.freeze().functions  # a fresh dict each time it is read (~35 us): read once
+    functions = egraph.freeze().functions  # a fresh dict each time it is read: read once
     ids: dict[object, int] = {}
     refs: list[Ref] = []  # one Ref per e-class, shared by every e-node that reads it
 

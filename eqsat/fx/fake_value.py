@@ -1,29 +1,17 @@
 """The fake value (``node.meta["val"]``) of a node emit writes, computed as cheaply as torch allows.
 
-With the token dim symbolic, every FakeTensor torch makes costs tens of symbolic-int operations
-(15-30 us each), and torch's fake mode adds its general dispatch (flattening the arguments, its
-cache key, device checks: ~0.2 ms a call) on top, so how a value is made matters more than anything
-else emit does:
-- a **view that is a strided window of its base** is made as ``as_strided`` through
-  :class:`_Strided`, which runs only the view's meta kernel inside and wraps the result as a
-  FakeTensor of the graph's mode (~0.06 against ~0.25 ms through the fake mode); the dispatcher
-  records it as a view of its base outside, as it does for the fake mode's own results. Two views
-  are such windows: a **row-major reshape of a contiguous tensor** (eqsat's one view form,
-  ``Reshape``) whose shape is known (an original FX value of its e-class has it) is the base's
-  contiguous view at the same storage offset (``reshape`` itself decomposes to ``view`` and works
-  its strides out symbolically, ~0.8 ms); a **slice** of step 1 along a dim of concrete size, whose
-  shape is known, is the base's strides at the start's offset. Should the meta kernel fail (it
-  checks the window's bounds, which an unbacked size leaves undecided), the view runs as below;
+Symbolic FakeTensors and the fake mode's general dispatch are dear, so each kind is made its own way:
+- a **strided window of its base** (a row-major ``Reshape`` of a contiguous tensor of known shape, or a
+  step-1 slice along a dim of concrete size) is made as ``as_strided`` through :class:`_Strided`, which
+  runs only the view's meta kernel and wraps the result as a FakeTensor of the graph's mode, recorded
+  as a view of its base; should the meta kernel fail (an undecided bound), the view runs as below;
 - **other view ops** run with torch's fake-tensor cache off (``disable_fake_tensor_cache``): a cache
-  hit rebuilds a view with ``empty_strided`` + ``set_``, which costs twice what working the view
-  out does (~1.0 against ~0.45 ms);
-- a **custom op** (a kernel) runs under the graph's fake mode the first time it meets inputs of given
-  layouts; after that its outputs are made from the layouts it gave (``eqsat.fx.output_layouts``: ~0.3
-  ms an output, where torch's dispatch, cache hit included, costs ~1.2-1.5 ms for a two-output kernel);
-- **anything else** (an ATen op) runs under the graph's fake mode as it is; there the cache helps.
-Each is the value torch itself would give the node: same sizes, strides, storage offset, dtype,
-device, and for a view the same storage and base (``tests/test_fake_value.py`` checks them against
-the op run plainly). Without a fake mode (a graph traced without one) the op runs as it is.
+  hit rebuilds a view with ``empty_strided`` + ``set_``, dearer than working the view out;
+- a **custom op** runs under the fake mode the first time it meets given input layouts, then its
+  outputs are made from the layouts it gave (``eqsat.fx.output_layouts``);
+- **anything else** (an ATen op) runs under the graph's fake mode, where the cache helps.
+Invariant: each is the value torch itself would give (sizes, strides, storage offset, dtype, device,
+and for a view its storage and base; ``tests/test_fake_value.py``). Without a fake mode the op runs as is.
 """
 
 from __future__ import annotations
@@ -54,8 +42,8 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
 
 def is_contiguous(t: torch.Tensor, shape: torch.Size | None = None) -> bool:
     """``t.is_contiguous()``, read off concrete strides where they are row-major: on a value torch has
-    just made (a kernel's output) with the token dim symbolic, torch works contiguity out in ~10
-    symbolic-int operations (~0.15 ms); strides equal to the row-major ones are contiguous by definition.
+    just made (a kernel's output) with the token dim symbolic, torch works contiguity out in
+    several symbolic-int operations; strides equal to the row-major ones are contiguous by definition.
     ``shape``: ``t.shape``, when the caller has it already."""
     strides = t.stride()
     if all(isinstance(s, int) for s in strides) and \

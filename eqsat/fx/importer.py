@@ -1,23 +1,17 @@
 """Import: an FX graph becomes terms (pure Python), facts and roots. Nothing here touches egglog.
 
 Entry point: :func:`import_graph`. Each FX node becomes exactly one of:
-- a **term**: a catalog op in some vocabulary, a view op (as ``Reshape`` to its output shape), a
-  ``getitem`` (as ``Get``), or a pure ATen/prims op with at most three tensor inputs (as ``A0..A3``
-  with its constant arguments kept in a side table);
+- a **term**: a catalog op, a view op (``Reshape`` to its output shape), a ``getitem`` (``Get``), or a
+  pure ATen/prims op with at most three tensor inputs (``A0..A3``, constants in a side table);
 - an **opaque leaf** (``Leaf i``): placeholders, attributes, anything unknown, mutating, random or
-  impure, and anything that reads or produces a value some node mutates (or an alias of one). It is
-  a term only where some term reads it: no rule makes a ``Leaf``, and an opaque value is never a
-  root, so an unread leaf's e-class could only ever hold itself (a GEMM's weight, a graph output).
-
+  impure, or reading / producing a value some node mutates (or an alias of one); it is a term only
+  where a term reads it, and never a root.
 The **epilogue** is the run of ``copy_(input, value)`` nodes just before the output, each the only
-write to a graph input: how functionalization writes back an input a functional op "mutated" (e.g. a
-static scale). Those writes happen after every other node, so they do not make the input mutable
-for the nodes before them.
+write to a graph input (functionalization's write-back); it does not make the input mutable earlier.
 
-Invariants: every value a term reads is immutable for the whole graph up to the epilogue, so emitted
-code may compute it anywhere its inputs exist before the epilogue; opaque nodes are never moved,
-copied or removed (an epilogue copy of an input onto itself, which writes nothing, may be erased);
-the values opaque nodes and the graph output read are the roots extraction must cover.
+Invariants: every value a term reads is immutable up to the epilogue, so emitted code may compute it
+anywhere its inputs exist before the epilogue; opaque nodes are never moved, copied or removed (an
+epilogue self-copy may be erased); the values opaque nodes and the output read are extraction's roots.
 """
 
 from __future__ import annotations

@@ -1,14 +1,13 @@
 """The output layouts of the kernels emit has written, kept so that a kernel's fake value is made once
 per layout (``eqsat.fx.fake_value``).
 
-A custom op's fake value, dispatched through torch's fake mode with the token dim symbolic, costs
-~1.2-1.5 ms for a two-output kernel even when torch's own cache hits (hashing its key, then rebuilding
-each output). :class:`OutputLayouts` keeps, per fake mode (held weakly) and per the inputs' layouts
+A custom op's fake value, dispatched through torch's fake mode with the token dim symbolic, is dear
+even when torch's own cache hits (hashing its key, then rebuilding each output). :class:`OutputLayouts` keeps, per fake mode (held weakly) and per the inputs' layouts
 (sizes, strides, offset, dtype, device; symbolic ones as their expressions) and other arguments, the
 layouts of the outputs torch made the first time; a later call with the same key (the next layer, the
 next graph of one compile) gets fresh outputs of those layouts, made as torch's cache makes them on a
 hit (``empty_strided`` on the meta device inside the fake mode's kernel context, wrapped as
-FakeTensors: ~0.3 ms an output). Sound because the op's outputs are a function of that key: an entry
+FakeTensors). Sound because the op's outputs are a function of that key: an entry
 is kept only for an op that neither mutates nor aliases, whose every output is a plain fake tensor at
 offset 0 without symbols of its own (an unbacked size must be fresh each call), and whose outputs made
 again from their layouts match the ones torch made (a check that fails to run keeps nothing).

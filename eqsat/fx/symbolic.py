@@ -1,18 +1,14 @@
 """Questions about symbolic dims, answered through the graph's shape environment.
 
-Rules and kernel contracts read a tensor's last dim (a multiple of the group size, a weight spanning
-the rows, at most a bound). :class:`SymbolicDims` answers such questions from what the ``ShapeEnv``
-knows statically (replacements, ranges, divisibility that ``torch._check`` stated). Where only the
-example size (the hint) can decide, which ``torch.compile(dynamic=True)`` makes of every hidden size,
-the policy says what to do:
-- ``"guard"`` (default): ``specialize`` takes each symbol that is some loaded tensor's last dim and
-  no tensor's first dim (so never a token dim) at its hint in the facts, and ``commit`` adds
-  ``symbol == hint`` as a guard for those a written rewrite reads, so the compiled graph is reused
-  only for that size (another size compiles again): what Inductor does with the sizes it
-  specializes. A hidden size is a model's constant, so this costs nothing but the guard. vLLM marks
-  only the token dim dynamic, so there nothing is specialized;
-- ``"prove"``: only what the shape environment proves counts; a site that needs more is not fused
-  and ``explain`` names the constraint.
+Rules and kernel contracts read a tensor's last dim; :class:`SymbolicDims` answers from what the
+``ShapeEnv`` knows statically (replacements, ranges, ``torch._check`` divisibility). Where only the
+hint can decide (``torch.compile(dynamic=True)`` makes every hidden size so), the policy decides:
+- ``"guard"`` (default): ``specialize`` takes each symbol that is some loaded tensor's last dim and no
+  tensor's first dim (never a token dim) at its hint, and ``commit`` guards ``symbol == hint`` for those
+  a written rewrite reads, so another size recompiles, as Inductor does with sizes it specializes
+  (vLLM marks only the token dim dynamic, so nothing is specialized there);
+- ``"prove"``: only what the shape environment proves counts; a site needing more is not fused and
+  ``explain`` names the constraint.
 Dims are the expression strings the facts hold (``"s27"``, ``"8*s0"``).
 """
 
@@ -47,7 +43,7 @@ class SymbolicDims:
         if self.policy != "guard" or not self.hints:
             return
         last: set[str] = set()
-        leading: set[str] = set()  # first dims, each read once (sympy parses an expression in ~0.1 ms)
+        leading: set[str] = set()  # first dims, each read once (parsing an expression with sympy is dear)
         for f in facts.values():
             shape = getattr(f, "shape", ())
             if shape and isinstance(shape[-1], str) and shape[-1] in self.symbols:

@@ -1,47 +1,17 @@
 """Saved graphs: a post-grad FX graph as a JSON file, and back, with fake ``meta["val"]`` rebuilt.
 
-``save(gm, path)`` / ``dumps(gm)`` write the graph the optimizer sees inside ``torch.compile`` or
-vLLM — ATen ops, ``torch.ops.vllm.*`` / ``vllm_ir.*`` / ``_C.*`` (under
-``torch.ops.higher_order.auto_functionalized``), ``operator.getitem`` — as one JSON object::
+Entry points: ``save(gm, path)`` / ``dumps(gm)`` write one JSON object (``"format": "eqsat-fx-graph"``,
+``"version": 2``, ``"symbols"`` with size hints, ``"schemas"`` holding ``str(op._schema)`` of every op
+used, ``"nodes"`` with names, targets, args and output specs ``"val"``); ``load(path)`` / ``loads(text)``
+rebuild the nodes and propagate fake tensors (``FakeTensorProp`` under a ``ShapeEnv`` recreating each
+saved symbol). An op this process lacks becomes an opaque stand-in from its saved schema
+(:mod:`eqsat.graphfile.ops`); an op the optimizer rewrites is never stood in (``_REWRITTEN``).
 
-    {"format": "eqsat-fx-graph", "version": 2, "symbols": {"s77": 16},
-     "schemas": {"vllm_ir.rms_norm.default": "vllm_ir::rms_norm(Tensor x, Tensor weight, float epsilon) -> Tensor"},
-     "nodes": [{"name": "arg1_1", "op": "placeholder",
-                "val": {"tensor": {"shape": ["s77", 512], "stride": [512, 1],
-                                   "dtype": "bfloat16", "device": "cpu"}}},
-               {"name": "rms_norm", "op": "call_function", "target": "vllm_ir.rms_norm.default",
-                "args": [{"node": "arg1_1"}, {"node": "arg2_1"}, 1e-06], "kwargs": {},
-                "val": {"tensor": {...}}}, ...]}
-
-``"schemas"`` holds ``str(op._schema)`` of every op a node calls or passes (``auto_functionalized``'s
-first argument), and a ``call_function`` node of such an op carries its output spec ``"val"`` (tensors,
-tuples and lists of them, None, ints and SymInts), so the file describes the ops it uses.
-
-``load(path)`` / ``loads(text)`` rebuild the nodes (same names, targets, args) and then propagate
-fake tensors through them from the placeholder specs (``FakeTensorProp`` under a ``ShapeEnv`` in
-which each saved symbol is recreated with its own name and size hint), so every node carries
-``meta["val"]`` again and ``eqsat.optimize`` / ``explain`` / ``check_equiv`` see the same graph. An
-op this process has registered resolves to itself (a warning if its schema differs from the saved
-one, e.g. another vLLM version); one it lacks (a vLLM graph's attention, GEMMs, all-reduce, ... on
-a machine without vLLM) becomes an opaque stand-in with the saved schema, whose fake impl returns
-the saved output spec (:mod:`eqsat.graphfile.ops`): the optimizer treats it as the leaf it was. An
-op the optimizer rewrites is never stood in: missing, it is an error (``_REWRITTEN``). Version-1
-files (no schemas) load when every op they use is registered.
-
-Invariants:
-- Nothing in a file is imported, unpickled or evaluated. A target resolves only as
-  ``torch.ops.<ns>.<op>.<overload>`` (an op some library already registered, or a stand-in defined
-  from its saved schema by torch's schema parser), ``torch.ops.higher_order.<name>``, or one of the
-  ``operator`` functions in ``OPERATORS``.
-- Symbolic sizes are written as sums of products of ints and symbol names (``"512*s77 + 7"``);
-  symbols are named ``s<digits>`` as Inductor names them. Anything else is refused when saving.
-- Values: node refs, None / bool / int / float (inf and nan included) / str, dtypes, devices,
-  layouts, memory formats, ops (the first argument of ``auto_functionalized``), lists, tuples,
-  dicts with str keys, SymInts. ``get_attr`` nodes (constants) are not supported.
-- Every error is a :class:`GraphFileError` naming what is wrong: the file, the version, the node,
-  or the op (its schema, or the namespace whose library must be registered first).
-- An output spec that cannot be saved (e.g. an unbacked size) is left out; only a load that needs a
-  stand-in for that node fails, naming it.
+Invariants: nothing in a file is imported, unpickled or evaluated (targets resolve only as
+``torch.ops.<ns>.<op>.<overload>``, ``torch.ops.higher_order.<name>`` or ``OPERATORS``); symbolic sizes
+are sums of products of ints and ``s<digits>`` symbols, anything else is refused on save; ``get_attr``
+nodes are unsupported; an unsavable output spec is left out, failing only a load that needs its
+stand-in; every error is a :class:`GraphFileError` naming the file, version, node or op.
 """
 
 from __future__ import annotations

@@ -1,38 +1,17 @@
 """Ops in saved graphs (:mod:`eqsat.graphfile`): how a call target is named in a file, how a name
 resolves back, and the opaque stand-in an op gets when no library in this process defines it.
 
-A target is written ``ns.op.overload`` (an ``OpOverload``), ``higher_order.name`` or
-``operator.name``; :func:`resolve` turns a name back into the callable without importing anything.
-Since version 2 a file also carries each op's schema (``str(op._schema)``) and each node's output
-spec, so an op that does not resolve (the attention, GEMMs, all-reduce, MoE, KV-cache writes of a
-vLLM graph loaded on a machine without vLLM) gets a stand-in from :class:`StandIns`:
+A target is ``ns.op.overload``, ``higher_order.name`` or ``operator.name``; :func:`resolve` turns a
+name back into the callable. An op that does not resolve gets a stand-in from :class:`StandIns`: one
+per load and (op, output spec), in a namespace ``eqsat_opaque<k>`` the load claims with a ``DEF``
+library (smallest free k: loads never clash), named ``<ns>__<op>`` (``__v<j>`` for a further output
+spec); its schema is the saved one renamed (alias / mutation annotations kept), its fake impl returns
+fresh tensors of the saved spec, its kernel raises. A reloaded stand-in is stood in anew.
 
-- one per load and per (op, output spec), in a namespace the load claims with a ``DEF``
-  ``torch.library.Library``, ``eqsat_opaque<k>`` for the smallest free k (the dispatcher refuses a
-  second DEF library for a namespace, so two loads never share or clash); the op is named
-  ``<ns>__<op>`` (``__v<j>`` added for its j-th further output spec) with the saved overload name:
-  ``torch.ops.vllm.unified_attention.default`` -> ``torch.ops.eqsat_opaque0.vllm__unified_attention.default``.
-  A loaded graph saves its stand-ins with their schemas; loaded again, a stand-in is stood in anew
-  (same op name, the new load's namespace), never resolved to the old one, whose fake impl makes
-  values in the old load's ShapeEnv;
-- the saved schema, parsed by torch's schema parser and renamed: argument types, defaults and
-  alias / mutation annotations are kept, so the optimizer still sees writes as writes;
-- a fake impl returning fresh tensors of the saved output spec (symbolic sizes in the loading
-  ShapeEnv's symbols, strides as saved), and a kernel that raises: a stand-in never runs for real.
-
-That is all the optimizer needs, since an op it has no spelling for is an opaque leaf. Under
-``auto_functionalized(op, ...)`` the op's own outputs are the leading elements of the node's value
-(``(out, *mutated)``, ``out`` None for ``-> ()``).
-
-Invariants:
-- Nothing is imported or evaluated: names resolve through ``torch.ops`` attributes and schemas go
-  through ``torch._C.parse_schema`` only.
-- The only module state is ``_LIBRARIES``: the stand-ins' libraries are kept for the life of the
-  process, because dropping a ``Library`` unregisters its ops while loaded graphs (and their copies)
-  still call them.
-- A schema that does not parse (e.g. a custom class type this process lacks), names another op, or
-  returns an alias of an argument, and an output spec that does not fit the schema's returns, are
-  :class:`GraphFileError`\\ s naming the op.
+Invariants: nothing is imported or evaluated (``torch.ops`` attributes and ``torch._C.parse_schema``
+only); the only module state is ``_LIBRARIES``, kept for the process's life (dropping a ``Library``
+unregisters ops loaded graphs still call); a schema that does not parse, names another op or returns
+an alias of an argument, or an output spec that does not fit it, is a :class:`GraphFileError`.
 """
 
 from __future__ import annotations

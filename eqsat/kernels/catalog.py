@@ -57,7 +57,7 @@ class Catalog:
         return {s.name: s for s in self.specs}
 
     @cached_property
-    def _hash(self) -> int:  # the rule set is memoised per catalog: hashing every row costs ~30 us
+    def _hash(self) -> int:  # the rule set is memoised per catalog: hash the rows once
         return hash(self.specs)
 
     def __hash__(self) -> int:

@@ -1,25 +1,17 @@
 """Pure-PyTorch reference semantics for the ops that the optimizer reasons about.
 
-This module holds plain functions only; it registers nothing. `eqsat.library.eqsat_ops` and
-`eqsat.library.vllm` wrap these functions as `torch.library` ops.
+Plain functions only, registering nothing; `eqsat.library.eqsat_ops` and `eqsat.library.vllm` wrap them as `torch.library` ops.
 
 Invariants:
-- Every function is device-agnostic and works for any number of leading dims;
-  the reduction / grouping axis is always the last dim N.
-- All arithmetic is fp32. Values are rounded only where the modelled kernel
-  rounds them, and every rounding is written as an explicit `.to(dtype)`.
+- Device-agnostic, any number of leading dims; the reduction / grouping axis is the last dim N.
+- All arithmetic is fp32; values are rounded only where the modelled kernel rounds, by `.to(dtype)`.
 - Outputs are fresh tensors: nothing returned aliases an input.
-- Two normalisation flavours coexist on purpose:
-  * `rms_norm` / `fused_add_rms_norm` follow vLLM-IR's native impl, which rounds
-    the normalised value to the weight dtype before the weight multiply;
-  * `rmsnorm_fp8_group_quant` / `rmsnorm_add_fp8_group_quant` follow AITER's
-    fused Triton kernel, which keeps the normalised value in fp32 up to the quant.
-  They therefore agree only to within fp8 rounding (see `fp8_step_error`).
-- Group fp8 quant uses the AITER convention: amax floor 1e-10, scale = amax / FMAX
-  with FMAX = finfo(fp8_dtype).max, multiply by the fp32 reciprocal, clamp, cast.
-  Per-token quant is that with one group per row; static quant multiplies by the
-  reciprocal of a one-element scale. The `vllm_*` quants are vLLM's own convention
-  instead (FMAX 224 on e4m3fnuz, a scale floor of 1 / (FMAX * 512)).
+- `rms_norm` / `fused_add_rms_norm` follow vLLM-IR (rounding to the weight dtype before the weight
+  multiply); `rmsnorm_fp8_group_quant` / `rmsnorm_add_fp8_group_quant` follow AITER's fused kernel
+  (fp32 up to the quant): they agree only within fp8 rounding (`fp8_step_error`).
+- Group fp8 quant is AITER's: amax floor 1e-10, scale = amax / finfo(fp8_dtype).max, multiply by the
+  fp32 reciprocal, clamp, cast; per-token is one group per row, static uses a one-element scale. The
+  `vllm_*` quants use vLLM's convention (FMAX 224 on e4m3fnuz, scale floor 1 / (FMAX * 512)).
 """
 
 from __future__ import annotations

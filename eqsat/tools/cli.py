@@ -2,21 +2,16 @@
 
 - ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png]``: fit a device profile;
 - ``eqsat explain GRAPH [--inputs FILE.py:example_inputs] [--kernels FILE.py:KERNELS] [--discover]``:
-  every place a catalog kernel (or a hypothetical one from ``--kernels``) could apply, whether it was
-  chosen and why; with ``--discover``, the fusible chains no kernel covers, ranked by saving;
-- ``eqsat check-equiv GRAPH GRAPH [--inputs FILE.py:example_inputs]``: are two graphs the same
-  computation? Exit status 0 when every output is proven equal, 1 when one is different, 2 when one
-  is only "not proven";
+  every place a catalog (or ``--kernels``) kernel could apply, chosen or why not; ``--discover`` ranks uncovered chains;
+- ``eqsat check-equiv GRAPH GRAPH [--inputs FILE.py:example_inputs]``: exit 0 when every output is
+  proven equal, 1 when one differs, 2 when one is only "not proven";
 - ``eqsat save FILE.py:fn -o GRAPH.json [--inputs FILE.py:example_inputs]``: trace and save a graph.
 
-A GRAPH is either ``FILE.py:fn``, a function traced on its file's ``example_inputs()`` (or
-``--inputs``) with a symbolic token dim, or ``GRAPH.json``, a graph saved by ``eqsat save``,
-``eqsat.graphfile.save`` or an ``EQSAT_DUMP_DIR`` dump (``before.json``). Saved graphs are loaded
-after vLLM's op schemas are registered (``register_vllm_standins``: the real ``vllm_ir`` ops when
-vLLM is installed, stand-ins with vLLM's schemas for the rest, so the optimizer knows the norms and
-quants); any other op the graph uses (attention, GEMMs, all-reduce, MoE, ..., any library's) loads
-as an opaque stand-in from the schema and output shapes the file carries (files saved since
-format version 2), so a graph dumped inside vLLM on a GPU machine loads anywhere.
+A GRAPH is ``FILE.py:fn`` (traced on ``example_inputs()`` or ``--inputs``, with a symbolic token dim)
+or ``GRAPH.json`` (from ``eqsat save``, ``eqsat.graphfile.save`` or an ``EQSAT_DUMP_DIR`` ``before.json``).
+Saved graphs load after ``register_vllm_standins`` (the real ``vllm_ir`` ops when vLLM is installed,
+stand-ins with its schemas otherwise); any other op loads as an opaque stand-in from the schemas and
+output shapes the file carries, so a graph dumped inside vLLM loads anywhere.
 """
 
 from __future__ import annotations

@@ -1,20 +1,17 @@
 """Explain and discover: where each kernel could apply, whether it was chosen and why; and which
 memory-bound chains no kernel covers. Read-only: the graph is never changed.
 
-``explain(gm)`` lists every *site* of every fused catalog row: a place where the row's semantics
-occur in the saturated e-graph. For each site it says ``chosen``, ``not chosen`` (with the
-predicted µs of the kernel against what the extraction chose instead, at the bound sizes), or
-``constraint failed`` with the first of the row's side conditions that does not hold (or, where
-they all hold, what the op that would run it requires and these inputs lack: ``eqsat.admissible``).
-Sites are
-found by diagnostic rules generated from the rows (one per prefix of the constraint list, recording
-the longest prefix that holds), so a new row, or a hypothetical one (``Catalog.extend``), is
-explained with no extra code: that is the "what-if kernel" report.
+``explain(gm)`` lists every *site* of every fused catalog row (where its semantics occur in the
+saturated e-graph) as ``chosen``, ``not chosen`` (the kernel's predicted time against what extraction
+chose instead, at the bound sizes) or ``constraint failed`` (the first side condition that fails, or
+what the op needs that these inputs lack: ``eqsat.admissible``). Sites are found by diagnostic rules
+generated from the rows (one per constraint-list prefix), so a new or hypothetical row
+(``Catalog.extend``) is explained with no extra code: the "what-if kernel" report.
 
-``discover(gm)`` groups the extracted graph's memory-bound ops (ATen ops, and the standalone semantic
-ops and projections joined to them: a lifted native quant stays part of its region) into connected
-chains holding at least one ATen op, and ranks them by the saving one fused kernel would bring: their
-summed cost against one launch that moves only the chain's boundary traffic. Both name the model source lines (``node.meta["stack_trace"]``).
+``discover(gm)`` groups the extracted graph's memory-bound ops (ATen ops, plus semantic ops and
+projections joined to them) into connected chains holding an ATen op, ranked by the saving of one
+fused kernel moving only the chain's boundary traffic. Both name model source lines
+(``node.meta["stack_trace"]``).
 """
 
 from __future__ import annotations

@@ -1,28 +1,17 @@
 """Family: the Level-A ATen/prims ops that lift rules read, as typed constructors.
 
-Ops the importer meets outside any family enter generically (``A0..A3``: a target string and a key
-into a side table), which rules cannot read. The ops vLLM's native decompositions are made of
-(``reference/vllm-facts.md`` §4.5) get typed constructors here instead, so ``eqsat.rewrites.lift`` can
-state ``(Mul (Convert (Mul x32 (Rsqrt ...)) dt) w) = (RmsNorm x w eps)`` with ``eps`` a variable.
-
-Every row is a Level-B-style row (``outputs=None``): the op is its own semantics, it stays
-extractable, and it is costed as one kernel of its own. A traffic formula sees only parameters, not
-the output, so the output is inferred from the inputs:
-- elementwise ops write ``max(numel)`` of their tensor inputs (broadcasting) at the larger item size
-  (type promotion among floats: bf16 / fp32 -> fp32); scalar operands do not promote a float tensor;
-- ``Convert`` writes the input's element count at the target dtype's size;
-- the last-dim reductions write one element per row (``MaxLast`` also its int64 indices).
-
-Spellings (vocabulary ``"aten"``): a constructor may have several (``Convert`` is
-``prims.convert_element_type`` in post-grad graphs and ``aten._to_copy`` in ``make_fx`` ones), and
-a target may spell several constructors (``add.Tensor`` is ``AddS`` with a Python scalar second
-argument, ``Add`` with a tensor). Import takes the first spelling that fits a node and otherwise
-imports it generically; emission uses a constructor's first spelling. ``MeanLast``, ``MaxLast`` and
-``AmaxKeepLast`` pin ``dim`` to the last dim and ``keepdim=True`` (``Spelling.fixed``): a reduction over any other
-dim is not one of them. Likewise ``SplitLast2`` is a two-way ``split_with_sizes`` over the last dim
-(other splits stay generic), ``SplitLast`` a ``split`` (``chunk``) into pieces of one size over it, and ``PadLast`` a ``constant_pad_nd`` by ``[0, p]`` with zeros. The
-views (``Slice``, ``SplitLast2``) move no data and cost nothing. Invariant: every row here means
-exactly what its ATen op computes.
+Ops outside any family import generically (``A0..A3``), which rules cannot read; the ops vLLM's native
+decompositions are made of get typed constructors here, so ``eqsat.rewrites.lift`` can state
+``(Mul (Convert (Mul x32 (Rsqrt ...)) dt) w) = (RmsNorm x w eps)`` with ``eps`` a variable.
+Every row is Level-B-style (``outputs=None``): its own semantics, extractable, costed as one kernel.
+Traffic is inferred from the inputs: elementwise ops write ``max(numel)`` at the larger float item size
+(scalars do not promote), ``Convert`` the input's count at the target size, last-dim reductions one
+element per row (``MaxLast`` also int64 indices); views (``Slice``, ``SplitLast2``) cost nothing.
+Spellings (vocabulary ``"aten"``): import takes the first spelling that fits a node (else generic),
+emission a constructor's first. ``MeanLast``, ``MaxLast``, ``AmaxKeepLast`` pin the last dim and
+``keepdim=True`` (``Spelling.fixed``); ``SplitLast2`` is a two-way last-dim ``split_with_sizes``,
+``SplitLast`` a ``split`` into equal pieces over it, ``PadLast`` a zero ``constant_pad_nd`` by ``[0, p]``.
+Invariant: every row means exactly what its ATen op computes.
 """
 
 from __future__ import annotations

@@ -1,31 +1,17 @@
 """Family: gated rms_norm (Qwen3-Next's GDN output) and AITER's fused gated norm + fp8 group quant
-(vLLM pattern #7; ``reference/vllm-facts.md`` §1.2, §3.2, §4.5; ``reference/aiter-kernels.md`` T3).
+(vLLM pattern #7).
 
-``RmsNormGated(x, z, w, eps)`` is vLLM's ``RMSNormGated`` with ``norm_before_gate=True``, a silu
-("swish") gate and no group: over the last dim D, ``x32 * rsqrt(mean(x32^2) + eps) * float(w)``
-times ``z32 / (1 + exp(-z32))``, all fp32, rounded once to x.dtype (``reference.rms_norm_gated``);
-x and z have one shape and dtype, w is 1-D over D. It is row-wise: any leading dims are rows.
-Two spellings read it: ``vllm.fla_rms_norm_gated`` (the enabled custom op; its FLA kernel forms
-the gate as ``z * sigmoid(z)``, an fp32 ulp from the native form before the one rounding) and the
-native chain, lifted by ``lift-rms-norm-gated`` (exact; the engine stages it,
-its query being cyclic). A Gemma-style ``(1 + w)`` weight, another gate or a mean over another
-dim is not this chain and stays as it is.
-
+``RmsNormGated(x, z, w, eps)`` is vLLM's ``RMSNormGated`` (``norm_before_gate=True``, silu gate, no
+group): over the last dim D, ``x32 * rsqrt(mean(x32^2) + eps) * float(w) * z32 / (1 + exp(-z32))``
+in fp32, rounded once to x.dtype (``reference.rms_norm_gated``); x and z share shape and dtype, w is
+1-D over D; leading dims are rows. It is read from ``vllm.fla_rms_norm_gated`` and from the native
+chain (``lift-rms-norm-gated``: exact, staged since its query is cyclic).
 ``K_rms_gated_fp8_group_quant(x, z, w, eps, G, dt)`` is AITER Triton's
-``fused_rms_gated_fp8_group_quant`` (vLLM's ``rocm_aiter_fused_rms_gated_fp8_group_quant``):
-``QuantGroup(RmsNormGated(x, z, w, eps), G, dt)`` on rows ``(M, D)``. It quantizes the fp32 gated
-norm without the bf16 rounding, with vLLM's fp8 bounds (224 on e4m3fnuz) and scale floor, so the
-equality is ``rounding``. Constraints are the kernel's (T3): 2-D contiguous x and z of one shape
-and dtype (bf16 / fp16), a 1-D weight over D, G a power of two dividing D (vLLM only uses
-G = D = 128; G = 64 or D = 256 are as valid), a row of at most 64 KB. The norm runs over a whole
-row, so a per-head norm needs rows of one head: heads and head_dim are never named here, they are
-the shapes in the facts. ``rewrites/layout.py`` brings both head layouts to this form: the group
-quant commutes with the row-major reshape between the norm and the quant, and a 3-D
-``(N, H, D)`` gated norm is the reshape of one over ``(N * H, D)``.
-
-Traffic follows ``aiter-kernels.md`` §6: the gated norm reads x, z and w and writes x; the fused
-kernel writes q and the scales instead (one launch). ``Neg`` and ``Exp`` are the ATen ops the lift
-rule reads beyond ``aten_ops``.
+``fused_rms_gated_fp8_group_quant``: ``QuantGroup(RmsNormGated(...), G, dt)`` on rows ``(M, D)`` with
+vLLM's fp8 bounds, ``rounding`` (no bf16 rounding of the norm). Constraints: 2-D contiguous x and z of
+one shape and dtype (bf16 / fp16), 1-D weight over D, G a power of two dividing D, rows of at most
+64 KB. ``rewrites/layout.py`` brings both head layouts to rows. ``Neg`` and ``Exp`` are the ATen ops
+the lift rule reads beyond ``aten_ops``.
 """
 
 from __future__ import annotations
@@ -59,7 +45,7 @@ from eqsat.library import reference as ref
 from eqsat.library.define import check_norm_shapes, fresh, quant_fake
 from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, need, rows, standin_kernel
 
-MAX_ROW_BYTES = 64 * 1024  # T3: N * element size <= 64 KB
+MAX_ROW_BYTES = 64 * 1024  # the kernel's limit: N * element size <= 64 KB
 _ROCM = frozenset({"gfx942", "gfx950", "rdna4"})  # the installed AITER has no Triton build of it for CUDA
 
 
@@ -122,7 +108,7 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
 _X32, _Z32 = '(Convert x "float32")', '(Convert z "float32")'
 NATIVE = (f"(Convert (Mul (Mul (Mul {_X32} (Rsqrt (AddS (MeanLast (PowS {_X32} 2.0)) eps))) (Convert w \"float32\"))"
           f" (Div {_Z32} (AddS (Exp (Neg {_Z32})) 1.0))) dt)")
-"""vLLM's native ``RMSNormGated.forward_static`` (§4.5): fp32 norm, times float(w), times silu(z32)
+"""vLLM's native ``RMSNormGated.forward_static``: fp32 norm, times float(w), times silu(z32)
 as Inductor spells it (``neg, exp, add 1, div``), cast back to the input dtype ``dt``."""
 
 RULES: tuple[Rule, ...] = (

@@ -1,33 +1,17 @@
 """Family: MLA's dual rms_norm, with and without a quant of the q side (vLLM patterns #12-#14).
 
-DeepSeek's attention projects the hidden state once and splits the result along the last dim:
-``q_c, kv_lora = split(p, [q_dim, kv_dim])``, ``kv_c, k_pe = split(kv_lora, [kv_c_dim, pe_dim])``;
-``q_c`` and ``kv_c`` are then rms-normed with their own weights and eps. AITER's HIP
-``fused_qk_rmsnorm`` runs both norms in one launch (``grid.y = 2``) straight from the split views,
-optionally quantizing the q side per token or per group from its fp32 norm.
-
-Rows (all ``rounding``: each norm is ``x * rsqrt(sum(x^2) / N + eps) * w`` in fp32, rounded once,
-where vLLM-IR rounds before the weight multiply; the quants skip the bf16 intermediate):
-- ``K_mla_dual_rms_norm(q qw kv kvw qeps kveps)`` -> ``(RmsNorm q qw qeps)``, ``(RmsNorm kv kvw kveps)``.
-  Two independent norms: the fuse query has two facts, one per norm, plus the pairing.
-- ``K_mla_dual_rms_norm_group_quant(... G dt)`` -> ``QuantGroup`` (q, scale) of the dual kernel's q
-  output, and its kv output; ``..._per_token_quant(... dt)`` the same with ``QuantToken``. Stating
-  them over the dual kernel (whose outputs are the norms) keeps their queries small; the q side
-  matches whether it arrives as ``RmsNorm`` + quant or already fused (the unlift rules give a fused
-  norm + quant its semantics, and congruence puts its quant over the dual kernel's output).
-
-``k_pe`` is the split's other output and passes through. Which q pairs with which kv is the side
-condition :func:`mla_pair`: the two latents of one projection (``q = split(p)[0]``,
-``kv = split(split(p)[1])[0]``, p 2-D and contiguous), as vLLM's patterns require; this also makes
-them row-aligned views with a unit inner stride, which is what the kernel reads. The rule
-``mla-latents`` records each such pair as a witness term ``(MlaLatents q kv)`` (never extracted) and
-the fuse query reads the witness: egglog 13.2 plans a query over the whole split chain as several
-bags, whose joins are unsound (``rewrites/lift.py``); these plan as one (``tests/test_mla_pad.py``).
-The eps values are independent variables (vLLM's patterns tie them). Constraints follow
-``fused_qk_norm.cu`` / ``fused_qk_rmsnorm_group_quant.cu``: bf16/fp16, 1-D contiguous weights of the
-input dtype, widths up to 8192; group sizes 16..256, powers of two (valid for every
-``thread_data_size`` the kernel picks), dividing q's width. Traffic: ``aiter-kernels.md`` §6, one
-launch.
+DeepSeek's attention splits one projection ``p`` into ``q_c, kv_lora`` and ``kv_lora`` into ``kv_c, k_pe``;
+``q_c`` and ``kv_c`` are rms-normed with their own weights and eps. AITER's HIP ``fused_qk_rmsnorm`` runs
+both norms in one launch from the split views, optionally quantizing q. Rows (all ``rounding``):
+- ``K_mla_dual_rms_norm(q qw kv kvw qeps kveps)`` -> ``(RmsNorm q qw qeps)``, ``(RmsNorm kv kvw kveps)``;
+- ``K_mla_dual_rms_norm_group_quant(... G dt)`` / ``..._per_token_quant(... dt)``: ``QuantGroup`` /
+  ``QuantToken`` of the dual kernel's q output, and its kv output (stated over the dual kernel to keep
+  queries small; unlift rules and congruence reach an already-fused q side).
+Pairing is :func:`mla_pair`: the two latents of one 2-D contiguous projection (row-aligned views,
+unit inner stride), recorded by ``mla-latents`` as a witness ``(MlaLatents q kv)``, never extracted, that
+the fuse query reads, so egglog plans it as one bag (a query over the whole split chain plans as
+several, whose joins are unsound). Eps are independent. Constraints: bf16/fp16, 1-D contiguous
+weights of the input dtype, widths up to 8192, group sizes powers of two in 16..256 dividing q's width.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Level-B rows (``outputs=None``) are the semantic ops, each also standing for the standalone kernel
 that runs it unfused; fused rows give their semantics as Level-B terms in the op's output order.
-Traffic formulas follow AITER's kernels (``reference/aiter-kernels.md`` §6). ``SPELLINGS`` says how
+Traffic formulas follow AITER's kernels. ``SPELLINGS`` says how
 each vocabulary writes these ops in an FX graph, and what each op runs (``accepts``): vLLM's fakes
 are 2-D; AITER's ``per_1x128`` quant ignores its group size (G = 128 only) and takes fp16 / bf16; the
 Triton norm + quant kernels read x through its row stride but need a contiguous weight, and the add
@@ -77,7 +77,7 @@ def _add_rms_quant(a: Mapping[str, object]) -> Traffic:
 
 def _norm_quant_constraints(kernel: str) -> tuple[str, ...]:
     return (
-        *rank("x", 2), *same_dtype("x", "w"), *dtype_accepted(kernel, "x"),  # any strides (T1)
+        *rank("x", 2), *same_dtype("x", "w"), *dtype_accepted(kernel, "x"),  # any strides
         *rank("w", 1), *same_last_dim("x", "w"), *power_of_two("G"), *last_dim_divisible("x", "G"),
     )
 

@@ -1,28 +1,17 @@
 """Family: AITER's fused add + rms_norm + zero pad (vLLM pattern #11), and the pad algebra it needs.
 
-gpt-oss pads the normed hidden state for the MoE GEMMs (``F.pad(normed, (0, pad))``, in post-grad
-graphs ``constant_pad_nd(normed, [0, pad], 0.0)``, the Level-A ``PadLast``) while the router GEMM
-reads the unpadded ``normed``. AITER's Triton ``fused_add_rmsnorm_pad(x, w, eps, res, mult)`` writes
-the norm of ``x + res`` into a row of ``roundup(N, mult)`` columns, zeros after ``N``, and returns
-``x + res`` too (``T15``): one launch instead of the norm and the pad.
-
-The kernel speaks in multiples, the graph in amounts, so the semantics use the Level-B
-``PadTo(x, m)``: x zero-padded on the right of its last dim up to a multiple of ``m`` (no padding
-for ``m <= 0``, as the kernel). Three exact rules relate them, each reading the last dim ``N`` as a
-fact (an egglog action cannot read facts, so no catalog row could):
-- ``pad-to-multiple``: ``PadLast(x, p) = PadTo(x, N + p)`` for ``p > 0``. The kernel takes any
-  positive multiple, and every ``m`` with ``roundup(N, m) = N + p`` gives the same tensor, so the
-  rule names one: the padded width itself. Nothing else is assumed about ``N``, ``p`` or ``m``
-  (vLLM's pattern only fires for ``N = 2880`` and ``m`` in {128, 256}).
-- ``pad-to-multiple-amount``: ``PadTo(x, m) = PadLast(x, roundup(N, m) - N)`` for ``m > 0`` (how an
-  already-fused kernel's output reaches the ATen pad).
-- ``slice-of-pad``: ``x = Slice(PadLast(x, p), -1, 0, N)``: the first ``N`` columns of the padded
-  tensor are ``x``. This is what lets the router GEMM read ``padded[:, :N]`` (as vLLM's replacement
-  does) instead of a second norm: the extractor weighs the view against recomputing.
-
-``PadTo`` has no kernel of its own: it is never extracted (infinite cost; ``expand`` is the ATen
-pad should a caller's catalog make it cheaper). The kernel row is ``rounding``: it rounds the fp32
-norm once, where vLLM-IR rounds before the weight multiply; ``residual_out`` is exact.
+gpt-oss pads the normed hidden state for the MoE GEMMs (``constant_pad_nd(normed, [0, pad], 0.0)``,
+Level-A ``PadLast``) while the router GEMM reads the unpadded one. AITER's Triton
+``fused_add_rmsnorm_pad(x, w, eps, res, mult)`` writes the norm of ``x + res`` into rows of
+``roundup(N, mult)`` columns (zeros after ``N``) and returns ``x + res``. Its semantics use Level-B
+``PadTo(x, m)`` (zero-pad the last dim up to a multiple of ``m``; none for ``m <= 0``), and three exact
+rules, reading the last dim ``N`` as a fact (an egglog action cannot), relate the two:
+- ``pad-to-multiple``: ``PadLast(x, p) = PadTo(x, N + p)`` for ``p > 0`` (any ``m`` with the same
+  roundup gives the same tensor, so the rule names the padded width itself);
+- ``pad-to-multiple-amount``: ``PadTo(x, m) = PadLast(x, roundup(N, m) - N)`` for ``m > 0``;
+- ``slice-of-pad``: ``x = Slice(PadLast(x, p), -1, 0, N)``, so the router GEMM can read the padded slice.
+``PadTo`` is never extracted (infinite cost; ``expand`` is the ATen pad). The kernel row is
+``rounding`` (fp32 norm rounded once, where vLLM-IR rounds first); ``residual_out`` is exact.
 """
 
 from __future__ import annotations

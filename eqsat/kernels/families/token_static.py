@@ -1,37 +1,17 @@
-"""Family: per-token dynamic and static per-tensor fp8 quant, and AITER's rms_norm fused with them
-(vLLM's ROCm patterns #1, #2, #8, #9; ``reference/vllm-facts.md`` §1.2, §3).
+"""Family: per-token dynamic and static per-tensor fp8 quant, and AITER's rms_norm fused with them (vLLM's ROCm #1, #2, #8, #9).
 
-Two conventions of the same two quants live side by side, each exact to what spells it:
-
-- ``QuantToken(x, dt)`` is AITER's (``reference.token_fp8_quant``): per row of the last dim, amax
-  floored at 1e-10, ``scale = amax / finfo(dt).max`` (240 on e4m3fnuz, 448 on e4m3fn),
-  ``q = cast(clamp(x32 * (1 / scale), ±FMAX))``; outputs (q like x, fp32 scale ``[..., 1]``). It
-  is QuantGroup with one group per row. The CK / HIP kernels floor nothing (an all-zero row is
-  NaN there, 0 here) and divide by the scale (at most an fp32 ulp before the fp8 rounding).
-- ``QuantStatic(x, s, dt)`` is AITER's static quant: ``q = cast(clamp(x32 * (1 / s), ±finfo max))``
-  with ``s`` a one-element fp32 tensor; one output, q (the scale is an input).
-- ``QuantTokenVllm`` / ``QuantStaticVllm`` are vLLM's own convention, shared by its native
-  ``QuantFP8`` and its ``_C`` kernels: FMAX = 224 on e4m3fnuz (``get_fp8_min_max``,
-  ``fp8_e4m3_adjusted_max_v``), the dtype's max elsewhere, and the per-token scale floored at
-  ``1 / (FMAX * 512)``. ``quant-token-vllm`` / ``quant-static-vllm`` (rounding) equate them with the
-  AITER rows: q·s agree within 1.3 fp8 steps (a static quant differs only where it saturates, by
-  the one step between 224 and 240). The ``_C`` per-token kernel divides by its scale where the
-  native code multiplies by the reciprocal (an fp32 ulp, as ``_C::per_token_group_fp8_quant``).
-  The same native chains clamped to finfo's 240 on e4m3fnuz (code that reads ``finfo``) lift to the
-  AITER rows directly (``-240``): the static one is ``QuantStatic`` exactly, the per-token one
-  ``QuantToken`` within rounding (its scale floor).
-- ``QuantStaticInplace(x, s, dt)`` is AITER's mutating ``per_tensor_quant(out, x, scale,
-  is_dynamic=False)`` as ``auto_functionalized`` (v1) hands it over: output 0 (getitem 1) is q,
-  output 1 (getitem 2) the scale buffer after the call, which a static quant leaves as it was
-  (``quant-static-inplace-q`` / ``-scale``, exact). Every later read of the scale reads getitem 2,
-  so this is what lets the fused static kernel, which returns q alone, replace the call: the
-  "new" scale is ``s``. It is only ever imported, never created, so no functional op spells it.
-
-The fused rows (all ``rounding``: the kernels quantize the fp32 norm output without vLLM-IR's bf16
-roundings) take 2-D contiguous rows, a 1-D weight of the input's dtype over the last dim and, when
-static, a one-element fp32 scale. Traffic follows AITER's kernels (``aiter-kernels.md`` §6: T12, T13,
-T2, the HIP standalone quants). The lift rules read vLLM's native chains (§4.5) as the vLLM rows;
-``Reciprocal`` and ``AmaxLast`` are the two ATen ops they need beyond ``aten_ops``.
+- ``QuantToken(x, dt)`` (AITER, ``reference.token_fp8_quant``): per row of the last dim, amax floored
+  at 1e-10, ``scale = amax / finfo(dt).max``, ``q = cast(clamp(x32 * (1 / scale), ±FMAX))``; outputs
+  (q like x, fp32 scale ``[..., 1]``): QuantGroup with one group per row.
+- ``QuantStatic(x, s, dt)`` (AITER): ``q = cast(clamp(x32 * (1 / s), ±FMAX))``, ``s`` one-element fp32.
+- ``QuantTokenVllm`` / ``QuantStaticVllm``: vLLM's convention (FMAX 224 on e4m3fnuz, per-token scale
+  floored at ``1 / (FMAX * 512)``); ``quant-token-vllm`` / ``quant-static-vllm`` (rounding) equate them
+  with the AITER rows within 1.3 fp8 steps. Native chains clamped to finfo's 240 lift to AITER's rows.
+- ``QuantStaticInplace(x, s, dt)``: AITER's mutating ``per_tensor_quant`` as ``auto_functionalized``
+  hands it over: getitem 1 is q, getitem 2 the unchanged scale (``quant-static-inplace-q`` / ``-scale``,
+  exact), so the fused static kernel can replace it; only ever imported, never created.
+Fused rows are ``rounding`` (fp32 norm quantized without bf16 roundings), on 2-D contiguous rows, a 1-D
+weight of the input dtype and, when static, a one-element fp32 scale. Lifts also read ``Reciprocal``, ``AmaxLast``.
 """
 
 from __future__ import annotations

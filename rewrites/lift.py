@@ -32,7 +32,7 @@ there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_
   ``-folded``: the same chain where no 2-D x exists because the grouped view is the producer's own
   shape (Inductor dropped the two reshapes); x is made as the reshape of that value to q's shape.
 - ``lift-silu-and-mul`` (exact): vLLM's ``SiluAndMul.forward_native``, ``silu(x[..., :d]) * x[..., d:]``
-  with ``2d`` the last dim, is ``SiluMul(x)``, silu written as Inductor decomposes it
+  with ``2d`` the last dim (dim ``ndim - 1``, as tracers write it), is ``SiluMul(x)``, silu written as Inductor decomposes it
   (``cast(a32 / (1 + exp(-a32)), x.dtype)``); the second slice may end anywhere past the row.
   ``-fp32`` (rounding): the product taken in fp32 and cast once (``benchmarks/gpu/native.py``), one
   bf16 rounding fewer than SiluMul. ``silu-decomposed`` / ``-fp32`` (exact): ``aten.silu`` (as
@@ -117,11 +117,12 @@ def _sigmoid_times(x32: str) -> str:
     return f"(Div {x32} (AddS (Exp (Neg {x32})) 1.0))"
 
 
-_A = "(Slice x -1 0 d)"
-_UP = "(Slice x -1 d e)"
+_A = "(Slice x sd 0 d)"
+_UP = "(Slice x sd d e)"
 _A32 = f'(Convert {_A} "float32")'
 _SILU32 = _sigmoid_times(_A32)
-_HALVES = ("(= dt (dtype x))", "(= (dim x -1) (* 2 d))", "(> d 0)", "(>= e (* 2 d))")
+_HALVES = ("(= dt (dtype x))", "(= (dim x -1) (* 2 d))", "(> d 0)", "(>= e (* 2 d))", "(= (ndim x) __r)",
+           "(= sd (- __r 1))")  # both halves of the last dim, named as tracers name it: ndim - 1
 
 _BIG = (
     rewrite("lift-rms-norm", rms_tail(_X32), "(RmsNorm x w eps)", *_WEIGHT, family="lift"),

@@ -244,7 +244,6 @@ NEAR_MISSES = {
     "variance-of-another-tensor": lambda x, w: (x.float() * torch.rsqrt(w.float().pow(2).mean(-1, keepdim=True)
                                                                         + 1e-6)).to(w.dtype) * w,
     "other-fp8-max": lambda x, w: quant_native(x, 128, fmax=200.0),
-    "olmo2-fp32-weight": lambda x, w: olmo2(x, w.float()),
     "other-min-scale": lambda x, w: quant_native(x, 128, min_scale=1e-4),
     "e4m3fn-clamped-to-224": lambda x, w: quant_native(x, 128, fp8=FN),
     "e4m3fn-min-scale-of-240": lambda x, w: quant_native(x, 128, 448.0, 1 / (240 * 512), fp8=FN),
@@ -264,6 +263,13 @@ def test_gemma_norm_and_native_quant_keep_the_norm(form):
     assert not [r for r in report.rules_fired if r.startswith("lift-rms") and not r.endswith(".match")]
     assert not [k for k in report.kernels_chosen if "rms" in k], report.kernels_chosen
     assert "aten.rsqrt" in gm.code
+
+
+def test_an_fp32_weight_is_not_lifted():
+    """An fp32 weight input (no bf16 weight to name): not rms_norm(x, w) of any weight of x's dtype.
+    (``olmo2(x, w.float())`` of a bf16 ``w`` is Helium's form, and lifts.)"""
+    unchanged(olmo2, [XW[0], rand(512, dtype=torch.float32, seed=1)])
+    unchanged(helium, [XW[0], rand(512, dtype=torch.float32, seed=1)])
 
 
 @pytest.mark.parametrize("name", NEAR_MISSES)
@@ -299,11 +305,12 @@ def _every_rule_fires(x, r, w1, w2, g):
              vllm.rocm_aiter_group_fp8_quant(torch.ops.eqsat.silu_and_mul(g), 128))
     clamped = (x.float().reshape(-1, 4, 128).clamp(-FMAX, FMAX) * 2).reshape(-1, 512)
     forms = (quant_native(r, 128, fmax, fp8=fp8, amax=fp8 == FN) for fp8, fmax in FORMS.values())
-    a, b = g[:, :512], g[:, 512:]  # SiluAndMul: eager, decomposed (a whole-dim slice first), in fp32
-    a32 = g[..., :512].float()
-    silus = (torch.nn.functional.silu(a) * b, (a32 / (1 + torch.exp(-a32))).to(g.dtype) * g[..., 512:],
-             (torch.nn.functional.silu(a.float()) * b.float()).to(g.dtype), olmo2(x, w1), helium(x, w2),
-             (a32 * torch.sigmoid(a32)).to(g.dtype) * g[..., 512:] * 2)
+    g1, g2, g3, g4 = (g + k for k in range(1, 5))  # SiluAndMul of four values: one site each, whatever
+    a, b = g1[:, :512], g1[:, 512:]  # the schedule; eager (a whole-dim slice first), decomposed, fp32, core_aten
+    c32, d32 = g2[..., :512].float(), g4[..., :512].float()
+    silus = (torch.nn.functional.silu(a) * b, (c32 / (1 + torch.exp(-c32))).to(g.dtype) * g2[..., 512:],
+             (torch.nn.functional.silu(g3[:, :512].float()) * g3[:, 512:].float()).to(g.dtype), olmo2(x, w1),
+             helium(x, w2), (d32 * torch.sigmoid(d32)).to(g.dtype) * g4[..., 512:])
     return (*silus, *quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped, *(t for f in forms for t in f))
 
 

@@ -57,7 +57,7 @@ def fused(fp8):
 
 @pytest.mark.parametrize(("silu", "fires"), [(silu_eager, "silu-decomposed"), (silu_decomposed, "lift-silu-and-mul")])
 def test_lift_silu_and_mul(silu, fires):
-    check(silu, own.silu_and_mul, X, fires=fires)
+    check(silu, own.silu_and_mul, X, fires=fires, standalone_lifts=True)
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -1,46 +1,12 @@
-"""Lift rules (Level A = Level B): vLLM's native decompositions are the semantic ops they implement.
+"""Lift rules (Level A = Level B): vLLM's and Hugging Face's native decompositions are the semantic
+ops they implement.
 
-A graph in native ATen form (custom ops off, ``reference/vllm-facts.md`` §4.4-4.5) gets the same
-fusions as one that calls ``vllm_ir.rms_norm``: these equalities put ``RmsNorm`` / ``AddRmsNorm`` /
-``QuantGroup`` into the e-classes of the native chains, and the catalog's fuse rules take it from
-there. The ATen ops are the typed constructors of ``eqsat.kernels.families.aten_ops``.
-
-- ``lift-rms-norm`` (exact): ``x32 = float(x)``; ``cast(x32 * rsqrt(mean_last(x32^2) + eps), dt) * w``
-  is ``RmsNorm(x, w, eps)`` when ``dt`` is the dtype of ``w`` and of ``x`` (so the final cast back to
-  ``x.dtype`` is the no-op the graph dropped) and ``w`` is a 1-D weight over the last dim.
-- ``lift-rms-norm-fp32-weight`` (rounding): OLMo2's ``cast(w * (x32 * rsqrt(...)), x.dtype)``, the
-  weight multiplied in fp32 before the one cast, is ``RmsNorm(x, w, eps)`` up to the bf16 rounding
-  RmsNorm takes before the multiply (same conditions on w); ``-cast``: Helium's, the weight cast to
-  fp32 first. Gemma's ``(1 + w)`` never matches: its multiplicand is an fp32 sum, not a weight of
-  x's dtype.
-- ``lift-add-rms-norm`` / ``-residual`` (exact): the same tail over ``s32 = float(x) + float(r)`` is
-  output 0 of ``AddRmsNorm(x, r, w, eps)``, and ``cast(s32, x.dtype)`` next to it is output 1.
-- ``mul-comm`` (exact): IEEE multiplication commutes (broadcast and promotion are symmetric), so
-  ``w * y`` and ``y * w`` both match; ``clamp-split`` (exact): ``clamp(x, lo, hi)`` is
-  ``clamp_max(clamp_min(x, lo), hi)``, NaN and ``lo > hi`` included (how post-grad graphs spell it).
-- ``lift-quant-group-<fp8>[-<fmax>]`` (rounding): vLLM's native ``QuantFP8`` group quant (view as
-  ``[.., G]``, ``scale = clamp_min(float(max|x_g|) / FMAX, 1 / (FMAX * 512))``,
-  ``q = cast(clamp(x_g / scale, -FMAX, FMAX))``, view back, squeeze the scale) is ``QuantGroup(x, G,
-  fp8)``, for each (fp8, FMAX) of ``NATIVE_FP8_MAX``. AITER's QuantGroup uses ``finfo(fp8).max`` and
-  floors amax at 1e-10 instead of the scale, so (q, scale) differ but q·scale agree within
-  ``NATIVE_QUANT_TOL_STEPS`` fp8 steps (``reference.fp8_step_error``): about one step (one rounding
-  flip: division against AITER's reciprocal multiply; with vLLM's 224 on e4m3fnuz, the step
-  between 224 and 240), and more in a group whose amax is below FMAX * min_scale = 1/512, where vLLM's
-  scale floor coarsens its grid; all-zero groups give q·scale = 0 on both. ``G`` is read off the grouped
-  view's last dim; x is 2-D, its last dim a multiple of ``G``, q is viewed back to x's shape and the
-  scale to ``[rows, N / G]``.
-  ``-folded``: the same chain where no 2-D x exists because the grouped view is the producer's own
-  shape (Inductor dropped the two reshapes); x is made as the reshape of that value to q's shape.
-- ``lift-silu-and-mul`` (exact): vLLM's ``SiluAndMul.forward_native``, ``silu(x[..., :d]) * x[..., d:]``
-  with ``2d`` the last dim (dim ``ndim - 1``, as tracers write it), is ``SiluMul(x)``, silu written as Inductor decomposes it
-  (``cast(a32 / (1 + exp(-a32)), x.dtype)``); the second slice may end anywhere past the row.
-  ``-fp32`` (rounding): the product taken in fp32 and cast once (``benchmarks/gpu/native.py``), one
-  bf16 rounding fewer than SiluMul. ``silu-decomposed`` / ``-fp32`` (exact): ``aten.silu`` (as
-  ``make_fx`` keeps it) is that decomposition, the arithmetic its kernels run; ``silu-sigmoid``
-  (rounding): ``core_aten``'s ``x32 * sigmoid(x32)`` is it within an fp32 ulp; ``slice-whole``
-  (exact): ``x[0:INT64_MAX]`` along any dim is x.
-- ``amax-is-max`` (exact): ``amax(x, -1, keepdim=True)`` is the values of ``max.dim(x, -1, True)``
-  (both propagate NaN), so the group quant written with ``amax`` lifts too.
+A graph in native ATen form gets the same fusions as one that calls ``vllm_ir.rms_norm``: these
+equalities put ``RmsNorm`` / ``AddRmsNorm`` / ``QuantGroup`` / ``SiluMul`` into the e-classes of the
+native chains, and the catalog's fuse rules take it from there. The ATen ops are the typed
+constructors of ``eqsat.kernels.families.aten_ops``. Each rule is tagged ``exact`` or ``rounding``
+(a native quant's q·s within ``NATIVE_QUANT_TOL_STEPS`` fp8 steps of AITER's); what each one states
+is in ``docs/lift_rules.md``. Look-alikes (Gemma's ``1 + w``, other bounds or floors) never match.
 
 Constants (``eps``, ``G``) are pattern variables; structure (which dims, dtypes, constants) is
 checked exactly with facts. All rules are equalities in one ruleset: their order never matters.

@@ -153,3 +153,13 @@ def test_explain_lists_the_lifted_hf_chain_site():
 
     site = by_kernel(explain(trace(hf_llama_chain, rand(8, 512), rand(512))))["K_rmsnorm_fp8_group_quant"]
     assert site.status == "chosen" and site.kernel_us > 0
+
+
+def test_discover_reports_no_chain_that_saves_nothing():
+    """Splits of splits are memory-bound ops that cost nothing apart: no kernel would make them faster."""
+    def f(x):
+        a, b = x.split(256, -1)
+        c, d = a.split(128, -1)
+        return c.abs(), d.abs(), b.abs()
+
+    assert all(ch.saving_us > 0 for ch in discover(trace(f, rand(8, 512))))

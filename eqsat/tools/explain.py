@@ -211,7 +211,8 @@ def explain(graph_module: fx.GraphModule | fx.Graph, options: Options | None = N
 
 
 def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = None, **overrides: object) -> list[Chain]:
-    """Chains of memory-bound ops in the extracted graph, ranked by the saving of fusing each."""
+    """Chains of memory-bound ops in the extracted graph that one kernel would make faster, ranked by
+    the saving of fusing each."""
     options = replace(options or Options(), **overrides)
     a = _Analysis(graph_module, options)
     generic = {c for c, i in a.selection.items() if _is_memory_bound(a.eg.nodes[i].op, a.catalog)}
@@ -246,6 +247,8 @@ def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
         nbytes = sum(op.bytes for op in (a.cost.operand_at(c) for c in ins | outs) if op is not None)
         fused = profile.time_us(Traffic(nbytes, 0, 1), "")
         cost = sum(a.cost(a.eg.nodes[a.selection[c]]) for c in members)
+        if cost <= fused:  # one kernel would save nothing (views and splits cost nothing apart)
+            continue
         fx_nodes = a.fx_nodes(sorted(inside))
         ops = (_op_name(a.eg.nodes[a.selection[c]]) for c in members)
         chains.append(Chain(sorted(op for op in ops if op != "Get"), cost, fused,

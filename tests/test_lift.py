@@ -76,8 +76,8 @@ def unchanged(before, inputs) -> None:
     gm = trace(before, *inputs)
     code = gm.code
     report = eqsat.optimize(gm, strict=True)
-    assert not [r for r in report.rules_fired if r.startswith("lift-") and not r.endswith(".match")], \
-        report.rules_fired
+    lifts = [r for r in report.rules_fired if r.startswith("lift-") and not r.endswith(".match")]
+    assert not [r for r in lifts if r != "lift-gemma-norm"], report.rules_fired  # Gemma's norm is its own op
     assert gm.code == code and not report.changed
 
 

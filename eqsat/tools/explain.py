@@ -26,6 +26,7 @@ import torch.fx as fx
 from eqsat.admissible import Admissible
 from eqsat.core.egraph import EGraph, ENode, Selection
 from eqsat.core.rule import Rule
+from eqsat.core.sexp import calls, parse
 from eqsat.core.spec import Traffic
 from eqsat.core.spelling import VocabIndex
 from eqsat.cost.roofline import RooflineCost, load_profile
@@ -89,6 +90,12 @@ def _is_aten(op: str, catalog: Catalog) -> bool:
 def _is_memory_bound(op: str, catalog: Catalog) -> bool:
     """An op a fused kernel of the region could absorb: ATen, a standalone semantic row, a projection."""
     return _is_aten(op, catalog) or op == "Get" or (op in catalog and not catalog[op].is_fused)
+
+
+def _uncovered(catalog: Catalog) -> set[str]:
+    """The semantic rows no fused row of ``catalog`` computes: a region holding one has no kernel."""
+    covered = {c[0] for s in catalog.fused() for out in s.outputs or () for c in calls(parse(out))}
+    return {s.name for s in catalog if not s.is_fused and s.name not in covered}
 
 
 def _op_name(node: ENode) -> str:
@@ -237,9 +244,11 @@ def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
             users.setdefault(k, set()).add(c)
     roots = set(a.eg.roots)
     profile = a.cost.profile
+    uncovered = _uncovered(a.catalog)
     chains = []
     for members in groups.values():
-        if len(members) < 2 or not any(_is_aten(a.eg.nodes[a.selection[c]].op, a.catalog) for c in members):
+        ops_here = [a.eg.nodes[a.selection[c]].op for c in members]
+        if len(members) < 2 or not any(_is_aten(op, a.catalog) or op in uncovered for op in ops_here):
             continue
         inside = set(members)
         ins = {k for c in members for k in a.eg.nodes[a.selection[c]].children if k not in inside}

@@ -38,6 +38,7 @@ from eqsat.fx import emitter as fx_out
 from eqsat.fx import importer as fx_in
 from eqsat.fx.symbolic import SymbolicDims, symbols_read
 from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.inductor import is_twin
 from eqsat.library import aiter
 from eqsat.options import Options
 from eqsat.report import Report
@@ -63,10 +64,9 @@ class InductorAlone:
     kernels. Extracting with it gives the "before" the pass must beat."""
 
     def __init__(self, admissible: Admissible, eg: EGraph, originals: Iterable[int], native: set[int],
-                 twins: frozenset[str]) -> None:
-        self.admissible, self.native, self.twins = admissible, native, twins
+                 twins: frozenset[str], twin_classes: set[int]) -> None:
+        self.admissible, self.native, self.twins, self.twin_classes = admissible, native, twins, twin_classes
         self.own = {eg.nodes[i] for i in originals}
-        self.twin_classes = {n.eclass for n in eg.nodes if n.op in twins}
 
     def __call__(self, node: ENode) -> float:
         if node in self.own or node.op in self.twins or (
@@ -79,19 +79,23 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
                     before: Selection, catalog: Catalog, extractor: str) -> Selection:
     """The before selection as Inductor would run it (``InductorAlone``); ``before`` itself where no
     native chain has a twin."""
-    twins = frozenset(s.name for s in catalog if s.calibration_key.startswith("inductor:"))
+    twins = frozenset(s.name for s in catalog if is_twin(s))
+    twin_classes = {n.eclass for n in eg.nodes if n.op in twins}
+    if not twin_classes:
+        return before
     native = {ser.class_of_node[i] for i in ser.enode_of_node
               if str(getattr(imported.nodes[i], "target", "")).startswith(("aten.", "prims."))}
-    if not twins or not native or not any(n.op in twins for n in eg.nodes):
+    if not native:
         return before
-    return EXTRACTORS[extractor](eg, InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins))
+    cost = InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins, twin_classes)
+    return EXTRACTORS[extractor](eg, cost)
 
 
 def _only_twins(eg: EGraph, selection: Selection, ser: serialize.Serialized, catalog: Catalog) -> bool:
     """Whether every kernel ``selection`` adds to the graph is an Inductor twin (views aside)."""
     new = set(selection.values()) - set(ser.enode_of_node.values())
     ops = {eg.nodes[i].op for i in new} & {s.name for s in catalog}
-    return all(catalog[op].calibration_key.startswith("inductor:") for op in ops)
+    return all(is_twin(catalog[op]) for op in ops)
 
 
 class _Stages:

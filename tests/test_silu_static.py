@@ -10,7 +10,7 @@ import torch
 import eqsat
 from eqsat.kernels.families.silu_static import silu_mul_fp8_static_quant
 from eqsat.tools.explain import explain
-from tests.conftest import FP8, rand, trace
+from tests.conftest import FP8, rand, structure, trace
 from tests.test_rules import FP8_TOL_STEPS
 from tests.test_token_static import S, check_static, static_steps, unchanged
 
@@ -27,14 +27,23 @@ def fused(x: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
     return own.silu_mul_fp8_static_quant(x, s, FP8)
 
 
+def same_structure(before, after, inputs) -> None:
+    """The rewritten graph calls what ``after`` calls, on the same arguments (scale, dtype), wired alike."""
+    gm = trace(before, *inputs)
+    eqsat.optimize(gm, emit="always", strict=True)
+    assert structure(gm) == structure(trace(after, *inputs)), gm.code
+
+
 def test_fuse():
     check_static(unfused, fused, [*X, S], fires="fuse-K_silu_mul_fp8_static_quant")
+    same_structure(unfused, fused, [*X, S])
 
 
 def test_unlift_shares_the_kernel():
     """The unfused chain next to the kernel is the kernel's output (unlift puts both in one class)."""
-    check_static(lambda x, s: (fused(x, s), unfused(x, s)), lambda x, s: (fused(x, s),) * 2, [*X, S],
-                 fires="unlift-K_silu_mul_fp8_static_quant")
+    before, after = (lambda x, s: (fused(x, s), unfused(x, s))), (lambda x, s: (fused(x, s),) * 2)
+    check_static(before, after, [*X, S], fires="unlift-K_silu_mul_fp8_static_quant")
+    same_structure(before, after, [*X, S])
 
 
 @pytest.mark.parametrize("magnitude", [1e-3, 1.0, 40.0])

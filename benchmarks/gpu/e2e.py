@@ -461,7 +461,7 @@ class Run:
     def block(self, name: str) -> None:
         args = self.args
         log(f"== {name} ({'tiny' if args.dry_run else 'full'} widths) t={self.elapsed():.0f}s")
-        opts = {"residual": args.residual, "llama_quant": args.llama_quant}
+        opts = {"residual": args.residual, "llama_quant": args.llama_quant, "gemm": args.gemm}
         block = e2e_blocks.build(name, self.device, tiny=args.dry_run, **opts)
         ms = list(args.M)
         inputs = {m: block.example_inputs(m, self.device, seed=m) for m in ms}
@@ -786,7 +786,6 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--tag", default=None, help="file name tag (default: h200 / the GPU's name, dryrun)")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
-    e2e_blocks.OPAQUE_GEMM[0] = args.gemm == "opaque"
     if args.M is None:
         args.M = list(DRY_M if args.dry_run else QUICK_M if args.quick else DEFAULT_M)
     if args.exec == "fx" and not args.dry_run:

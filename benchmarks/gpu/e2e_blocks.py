@@ -5,9 +5,9 @@ residual, the add first as vLLM's ``RMSNorm.forward_static`` writes it: fp32 add
 HF's bf16 ``residual + hidden`` with ``residual="hf"``); vLLM's native fp8 quant (``QuantFP8``'s
 ``_quantize_group_native``, the values of ``native.native_group_quant``: group 128, scale = max|x| / 448
 floored at 1 / (448 * 512), float8_e4m3fn; per-token as ``QuantFP8.forward_native``); vLLM's
-``SiluAndMul.forward_native`` and ``RMSNormGated`` native; real GEMMs (``fp8_gemm``: dequantise q * scale
-per group to bf16, then ``@ w.t()`` in bf16 in ``gemm``, the one place a GEMM is written, to be swapped for
-``torch._scaled_mm`` later); attention as ``F.scaled_dot_product_attention`` (causal, the M tokens one
+``SiluAndMul.forward_native`` and ``RMSNormGated`` native; real GEMMs (``Linear``: an fp8 GEMM as an opaque op reading
+q and its scales, dequantise + ``@ w.t()`` in bf16 inside; ``gemm`` is the one place a GEMM is written, to be
+swapped for ``torch._scaled_mm`` later); attention as ``F.scaled_dot_product_attention`` (causal, the M tokens one
 sequence, no RoPE: elementwise work Inductor fuses and no rule reads).
 
 - ``deepseek``: DeepSeek-V3 decoder layer, TP 8 (hidden 7168, q_lora 1536, kv_lora 512 + rope 64, 16 heads
@@ -76,11 +76,6 @@ def _(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     return q.new_empty((q.shape[0], w.shape[0]), dtype=BF16)
 
 
-OPAQUE_GEMM = [True]  # e2e.py --gemm: opaque (default) or inline (Inductor may fuse the dequant into the quant)
-
-
-def fp8_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return w8a8_gemm(q, s, w) if OPAQUE_GEMM[0] else dequant_gemm(q, s, w)
 
 
 def group_quant(x: torch.Tensor, group_size: int = G) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,7 +161,10 @@ class RMSNormGated(nn.Module):
 
 class Linear(nn.Module):
     """A bf16 weight [N, K] (the dequantised checkpoint weight), applied to an fp8 (q, scale) pair or,
-    for the unquantised projections, to a bf16 activation."""
+    for the unquantised projections, to a bf16 activation. ``opaque``: the fp8 GEMM is ``w8a8_gemm`` (q and
+    s read from memory); else ``dequant_gemm`` inline (Inductor may fuse the dequant into the quant)."""
+
+    opaque = True
 
     def __init__(self, k: int, n: int, bias: bool = False) -> None:
         super().__init__()
@@ -174,7 +172,10 @@ class Linear(nn.Module):
         self.bias = nn.Parameter(torch.zeros(n, dtype=BF16), requires_grad=False) if bias else None
 
     def forward(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
-        y = gemm(x, self.weight) if scale is None else fp8_gemm(x, scale, self.weight)
+        if scale is None:
+            y = gemm(x, self.weight)
+        else:
+            y = (w8a8_gemm if self.opaque else dequant_gemm)(x, scale, self.weight)
         return y if self.bias is None else y + self.bias
 
 
@@ -423,8 +424,12 @@ BLOCKS: dict[str, Callable[..., Block]] = {
 (``init_weights`` fills them)."""
 
 
-def build(name: str, device: torch.device | str, tiny: bool = False, **options: str) -> Block:
-    """Block ``name`` with its weights initialised, on ``device``, in eval mode."""
+def build(name: str, device: torch.device | str, tiny: bool = False, gemm: str = "opaque", **options: str) -> Block:
+    """Block ``name`` with its weights initialised, on ``device``, in eval mode; ``gemm``: ``"opaque"``
+    or ``"inline"`` (``Linear.opaque``)."""
     block = BLOCKS[name](tiny=tiny, **options)
+    for m in block.modules():
+        if isinstance(m, Linear):
+            m.opaque = gemm == "opaque"
     init_weights(block)
     return block.to(device).eval()

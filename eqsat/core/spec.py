@@ -179,3 +179,16 @@ def same_last_dim(a: str, b: str) -> tuple[str, ...]:
 
 def same_shape(a: str, b: str) -> tuple[str, ...]:
     return (f"(= (shape {a}) (shape {b}))",)
+
+
+def one_element(t: str) -> tuple[str, ...]:
+    """Every dim of ``t`` is 1 (shape key ``""``, ``"1"``, ``"1,1"``, ...): one element, 0-d included.
+    Drop each ``"1,"`` of the key plus a trailing comma, then every comma: only all-ones keys leave
+    nothing (``"11"`` leaves ``"1"``, a symbolic ``"s0,1"`` leaves ``"s0"``)."""
+    k = f"__shape_{t}"
+    return (f"(= {k} (shape {t}))", f'(= "" (replace (replace (+ {k} ",") "1," "") "," ""))')
+
+
+def static_scale(s: str) -> tuple[str, ...]:
+    """``s`` is a static quant's scale: one fp32 element."""
+    return (f'(= (dtype {s}) "float32")', *one_element(s))

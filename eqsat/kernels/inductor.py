@@ -18,6 +18,12 @@ from eqsat.core.sexp import Sexp, parse
 from eqsat.core.spec import KernelSpec, Traffic, TrafficFn
 
 ANY_PLATFORM = frozenset({"any"})
+TWIN_KEY = "inductor:"  # a twin's calibration key is this prefix and its fused row's key
+
+
+def is_twin(row: KernelSpec) -> bool:
+    """Whether ``row`` is an Inductor twin (the native chain compiled by Inductor), not a kernel of its own."""
+    return row.calibration_key.startswith(TWIN_KEY)
 
 
 @dataclass(frozen=True)
@@ -72,5 +78,5 @@ def _twin(row: KernelSpec, refs: tuple[tuple[str, Callable[..., Any]], ...]) -> 
     return KernelSpec(
         f"I_{key}", row.params, row.traffic if t.launches == 1 else Launches(row.traffic, t.launches),
         outputs=row.outputs, constraints=t.constraints, numerics="rounding", platforms=ANY_PLATFORM,
-        calibration_key=f"inductor:{key}", expand=Composition(row.param_names, row.outputs, refs),
+        calibration_key=f"{TWIN_KEY}{key}", expand=Composition(row.param_names, row.outputs, refs),
         doc=f"the native chain of {row.name}, compiled by Inductor")

@@ -1,8 +1,10 @@
 """The pieces of traffic formulas every kernel module shares: reading an operand, counting groups, the
-bytes a quant writes, and an ATen op that reads its input once."""
+bytes a quant writes, the product half of a gated activation, an ATen op that reads its input once,
+and the infinite traffic of a term no kernel computes."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -30,6 +32,17 @@ def groups(x: Operand, g: object) -> int:
 def quant_out(x: Operand, g: object) -> float:
     """The bytes a group quant of ``x`` writes: fp8 values and an fp32 scale per group."""
     return x.numel * FP8_BYTES + groups(x, g) * SCALE_BYTES
+
+
+def half(x: Operand) -> Operand:
+    """``x`` with its last dim halved: the product of a gated activation (silu(a) * b)."""
+    return Operand((*x.shape[:-1], x.shape[-1] // 2), x.itemsize)
+
+
+def never(a: Mapping[str, object]) -> Traffic:
+    """The traffic of a term with no kernel of its own (a semantic op, a witness): infinite, so no
+    extractor ever picks it."""
+    return Traffic(read=math.inf, written=0, launches=0)
 
 
 @dataclass(frozen=True)

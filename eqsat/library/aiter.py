@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import math
 import os
 import sys
 import types
@@ -95,10 +96,10 @@ def rows2d(fn):  # noqa: ANN001, ANN201  (a decorator over kernels of varying si
         lead, n = x.shape[:-1], x.shape[-1]
         flat = [a.reshape(-1, a.shape[-1]) if isinstance(a, torch.Tensor) and a.shape[:-1] == lead else a
                 for a in args]
-        out = fn(x.reshape(-1, n), *flat)
+        rows = math.prod(lead)
+        out = fn(x.reshape(rows, n), *flat)
         outs = out if isinstance(out, tuple) else (out,)
-        back = tuple(o.reshape(*lead, o.shape[-1]) if o.dim() == 2 and o.shape[0] == x.numel() // max(n, 1) else o
-                     for o in outs)
+        back = tuple(o.reshape(*lead, o.shape[-1]) if o.dim() == 2 and o.shape[0] == rows else o for o in outs)
         return back if isinstance(out, tuple) else back[0]
 
     return run

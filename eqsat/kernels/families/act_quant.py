@@ -17,7 +17,6 @@ from eqsat.core.accepts import LastDimMultiple, two_d
 from eqsat.core.spec import (
     KernelSpec,
     OpDef,
-    Operand,
     Traffic,
     Twin,
     dtype_accepted,
@@ -26,15 +25,11 @@ from eqsat.core.spec import (
     rank,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, operand
+from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, half, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import fresh, quant_fake
 from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, nothing, rows, standin_kernel
-
-
-def half(x: Operand) -> Operand:
-    return Operand((*x.shape[:-1], x.shape[-1] // 2), x.itemsize)
 
 
 def silu_mul_traffic(a: Mapping[str, object]) -> Traffic:

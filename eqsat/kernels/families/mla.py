@@ -37,8 +37,7 @@ from eqsat.core.spec import (
 )
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.families import norm_quant
-from eqsat.kernels.families.pad import never
-from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, groups, operand
+from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, groups, never, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh, quant_fake, token_fake

@@ -16,7 +16,6 @@ rules, reading the last dim ``N`` as a fact (an egglog action cannot), relate th
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -36,7 +35,7 @@ from eqsat.core.spec import (
     same_shape,
 )
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.traffic import ACT_DTYPES, operand
+from eqsat.kernels.traffic import ACT_DTYPES, never, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh
@@ -49,12 +48,6 @@ _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
 def _padded(x: Operand, mult: object) -> int:
     assert isinstance(mult, int)
     return padded_width(x.shape[-1], mult)
-
-
-def never(a: Mapping[str, object]) -> Traffic:
-    """The traffic of a term with no kernel of its own (a semantic op, a witness): infinite, so no
-    extractor ever picks it."""
-    return Traffic(read=math.inf, written=0, launches=0)
 
 
 def _add_rms_pad(a: Mapping[str, object]) -> Traffic:

@@ -14,11 +14,9 @@ from collections.abc import Mapping
 import torch
 
 from eqsat.core.accepts import LastDimMultiple
-from eqsat.core.spec import KernelSpec, OpDef, Traffic, dtype_accepted, params, rank
+from eqsat.core.spec import KernelSpec, OpDef, Traffic, dtype_accepted, params, rank, static_scale
 from eqsat.core.spelling import Spelling
-from eqsat.kernels.families.act_quant import half
-from eqsat.kernels.families.token_static import static_scale
-from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, operand
+from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, half, operand
 from eqsat.library import reference as ref
 
 K = "K_silu_mul_fp8_static_quant"

@@ -36,6 +36,7 @@ from eqsat.core.spec import (
     same_dtype,
     same_last_dim,
     same_shape,
+    static_scale,
 )
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, Pointwise, operand
@@ -60,18 +61,6 @@ class QuantTraffic:
             + (operand(a, "s").bytes if self.static else 0)
         written = x.numel * FP8_BYTES + (0 if self.static else x.rows * SCALE_BYTES) + x.bytes * self.residual
         return Traffic(read=read, written=written)
-
-
-def one_element(t: str) -> tuple[str, ...]:
-    """Every dim of ``t`` is 1 (shape key ``""``, ``"1"``, ``"1,1"``, ...): one element, 0-d included.
-    Drop each ``"1,"`` of the key plus a trailing comma, then every comma: only all-ones keys leave
-    nothing (``"11"`` leaves ``"1"``, a symbolic ``"s0,1"`` leaves ``"s0"``)."""
-    k = f"__shape_{t}"
-    return (f"(= {k} (shape {t}))", f'(= "" (replace (replace (+ {k} ",") "1," "") "," ""))')
-
-
-def static_scale(s: str) -> tuple[str, ...]:
-    return (f'(= (dtype {s}) "float32")', *one_element(s))
 
 
 def _fused_constraints(kernel: str, *, residual: bool, static: bool) -> tuple[str, ...]:

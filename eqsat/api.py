@@ -16,7 +16,7 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -46,6 +46,8 @@ from eqsat.report import Report
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 1e-4  # conservative: well above the pace loading shows (eqsat.engine.engine)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
+NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, 0.01  # a native graph's least saving: within the profiles' error, Inductor's
+VIEWS = frozenset({"Reshape", "Slice"})  # views a rule makes (Inductor folds a view into its reader's indexing)
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
 
 
@@ -61,7 +63,7 @@ class InductorAlone:
     """A cost over the e-graph that prices what Inductor alone makes of the graph: the graph's own
     e-nodes, and, for an output of a native ATen chain an Inductor twin stands for
     (``eqsat.kernels.inductor``), that twin, since Inductor compiles the chain into the twin's
-    kernels. Extracting with it gives the "before" the pass must beat."""
+    kernels, and the views rules make around it. Extracting with it gives the "before" the pass must beat."""
 
     def __init__(self, admissible: Admissible, eg: EGraph, originals: Iterable[int], native: set[int],
                  twins: frozenset[str], twin_classes: set[int]) -> None:
@@ -69,7 +71,7 @@ class InductorAlone:
         self.own = {eg.nodes[i] for i in originals}
 
     def __call__(self, node: ENode) -> float:
-        if node in self.own or node.op in self.twins or (
+        if node in self.own or node.op in self.twins or node.op in VIEWS or (
                 node.op == "Get" and node.eclass in self.native and node.children[0] in self.twin_classes):
             return self.admissible(node)
         return INF
@@ -131,6 +133,19 @@ def gc_paused(pause: bool = True) -> Iterator[None]:
             gc.enable()
 
 
+def on_fresh_stack(f: Callable[..., None], *args: object) -> None:
+    """``f(*args)``, from a frame too big for any frame-stack chunk CPython has in use (a 64 KiB chunk of
+    its own, ~17 KiB of it free after the frame, even when this call nests). CPython keeps frames in
+    chunks of 16 KiB and frees a chunk when the first frame in it returns, so every call made right at a
+    chunk's end maps a chunk and unmaps it again (two system calls and page faults): at some stack
+    depths, where Inductor calls a pass, that made the import, extraction and serialization three to
+    five times slower. Only where frames live changes."""
+    f(*args)
+
+
+on_fresh_stack.__code__ = on_fresh_stack.__code__.replace(co_stacksize=6000)  # slots of 8 bytes; see above
+
+
 def _validate(options: Options) -> None:
     if options.extractor not in EXTRACTORS:
         raise EqSatInputError(f"unknown extractor {options.extractor!r}; choose one of {sorted(EXTRACTORS)}")
@@ -165,7 +180,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     dumper = dump.opened(root, graph) if root else None
     try:
         with gc_paused(options.pause_gc):
-            _pipeline(graph, options, engine, report, stage, dumper, recompile)
+            on_fresh_stack(_pipeline, graph, options, engine, report, stage, dumper, recompile)
     except EqSatInputError:
         raise
     except Exception as exc:
@@ -247,12 +262,19 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
         if dumper is not None and not banned:
             dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
-        faster = report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US
-        if faster and set(imported.vocabularies) <= {"aten"} and _only_twins(eg, selection, ser, options.catalog):
+        native = set(imported.vocabularies) <= {"aten"}
+        margin = max(NATIVE_MARGIN_US, NATIVE_MARGIN * report.predicted_before_us) if native else IMPROVEMENT_EPS_US
+        faster = report.predicted_after_us < report.predicted_before_us - margin
+        if faster and native and _only_twins(eg, selection, ser, options.catalog):
             faster = False  # in a native graph a twin is Inductor's code for the chain the graph already holds
+            report.declined = "its only new kernels are Inductor's own code for the chains (twins)"
+        elif not faster and report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US:
+            report.declined = (f"predicted saving {report.predicted_saving_us:.2f} us is below the native graph's "
+                               f"margin {margin:.2f} us (the cost model's error)")
         if not faster and options.emit != "always":
             report.predicted_after_us = report.predicted_before_us
             return
+        report.declined = ""
         deadline.check("extract")
         with stage("emit"):
             try:

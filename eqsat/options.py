@@ -65,6 +65,11 @@ class Options:
     catalog: Catalog = DEFAULT_CATALOG
     vocabularies: tuple[Vocabulary, ...] = DEFAULT_VOCABULARIES
 
+    def __deepcopy__(self, memo: dict[int, object]) -> Options:
+        """Itself: a frozen value is shared, not copied (vLLM deep-copies its compile config, pass
+        included; an engine's memos know a catalog and vocabularies by identity, ``eqsat.engine.engine``)."""
+        return self
+
     def fingerprint(self) -> str:
         """Everything but the catalog (fingerprinted on its own), the same in every process."""
         return stable((self.numerics, self.profile, self.sizes, self.extractor, self.budgets, self.strict,

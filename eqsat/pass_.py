@@ -51,21 +51,46 @@ def range_sizes(compile_range: object, points: int = 6) -> tuple[int, ...]:
     return tuple(sorted({start, *inner, end}))
 
 
+class SharedEngine:
+    """The engine a pass keeps (its rules declared, reused across graphs: ``eqsat.engine.engine``), in a
+    box the pass and its deep copies share: vLLM deep-copies its compile config per backend, and each
+    copy then starts warm on the engine the first one declared, and an engine dropped after a failed
+    graph is dropped for all. Sound because a compile runs its passes one graph at a time and the
+    engine holds no row between graphs. A pickle carries an empty box: the engine (egglog's e-graph)
+    stays in its process, and is rebuilt on first use."""
+
+    def __init__(self) -> None:
+        self.engine: Engine | None = None
+
+    def __deepcopy__(self, memo: dict[int, object]) -> SharedEngine:
+        return self
+
+    def __reduce__(self) -> tuple[type[SharedEngine], tuple[()]]:
+        return SharedEngine, ()
+
+
 class EqSatPass(CustomGraphPass):
-    """Runs :func:`eqsat.optimize` on each graph; never breaks a compile unless ``strict``."""
+    """Runs :func:`eqsat.optimize` on each graph; never breaks a compile unless ``strict``. Its deep
+    copies share its engine; its pickles leave it behind (``SharedEngine``)."""
 
     def __init__(self, options: Options | None = None, **overrides: object) -> None:
         self.options = replace(options or Options(), **overrides)
         self.last_report: Report | None = None
-        self._engine: Engine | None = None  # declared rules, reused across graphs (see eqsat.engine.engine)
+        self._shared = SharedEngine()
         self._range_sizes: tuple[int, ...] = ()
+
+    @property
+    def engine(self) -> Engine | None:
+        """The engine this pass and its deep copies run on (None before the first graph)."""
+        return self._shared.engine
 
     def __call__(self, graph: fx.Graph) -> None:
         try:
-            if self._engine is None:
-                self._engine = Engine(self.options.catalog, self.options.active_rules())
+            engine, rules = self._shared.engine, self.options.active_rules()
+            if engine is None or not engine.serves(self.options.catalog, rules):  # a copy given other options
+                engine = self._shared.engine = Engine(self.options.catalog, rules)
             # Inductor (and vLLM through it) recompiles the module after its post-grad passes
-            self.last_report = optimize(graph, self._options_for_graph(), engine=self._engine, recompile=False)
+            self.last_report = optimize(graph, self._options_for_graph(), engine=engine, recompile=False)
             if self.last_report.error:
                 self._keep_engine_if_clean()
         except Exception as exc:
@@ -79,19 +104,14 @@ class EqSatPass(CustomGraphPass):
 
     def _keep_engine_if_clean(self) -> None:
         """After a failed graph: the engine's scope deleted that graph's rows, so it serves the next
-        graph warm; only an engine left holding rows (or one that cannot say) is dropped."""
-        if self._engine is None:
+        graph warm; only an engine left holding rows (or one that cannot say) is dropped (for every copy)."""
+        if self._shared.engine is None:
             return
         try:
-            self._engine.check_empty()
+            self._shared.engine.check_empty()
         except Exception as exc:
             log.warning("eqsat: the engine is rebuilt for the next graph (%s)", exc)
-            self._engine = None
-
-    def __getstate__(self) -> dict:
-        """Copies and pickles (vLLM deep-copies its compile config per backend) leave the egglog engine
-        behind; it is rebuilt on first use."""
-        return {**self.__dict__, "_engine": None}
+            self._shared.engine = None
 
     def is_applicable_for_range(self, compile_range: object) -> bool:
         """vLLM asks this before running the pass on the graph of one compile range: the pass then

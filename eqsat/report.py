@@ -27,6 +27,7 @@ class Report:
     error: str | None = None
     dropped: list[str] = field(default_factory=list)  # sites emit could not write, and why (the rest landed)
     guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.fx.symbolic)
+    declined: str = ""  # why a cheaper extraction was not written (the graph left as it was)
 
     @property
     def total_ms(self) -> float:
@@ -42,6 +43,7 @@ class Report:
                 f"{self.predicted_before_us:.2f} -> {self.predicted_after_us:.2f} us, "
                 f"{self.total_ms:.1f} ms, stop: {self.stop_reason or '-'}"
                 + (f", {len(self.dropped)} site(s) dropped" if self.dropped else "")
+                + (f", left alone: {self.declined}" if self.declined else "")
                 + (f", error: {self.error}" if self.error else ""))
 
     def table(self) -> str:
@@ -60,6 +62,8 @@ class Report:
         ]
         rows.extend(("dropped site", d) for d in self.dropped)
         rows.extend(("shape guard", g) for g in self.guards)
+        if self.declined:
+            rows.append(("left alone", self.declined))
         if self.error:
             rows.append(("error", self.error))
         width = max(len(k) for k, _ in rows)

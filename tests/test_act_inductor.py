@@ -7,26 +7,31 @@ from dataclasses import replace
 import torch
 
 import eqsat
-from eqsat.cost.roofline import KernelTiming, load_profile
+from eqsat.core.spec import Traffic
+from eqsat.cost.roofline import KernelTiming, load_profile, profile_names
+from eqsat.kernels.families.pad import padded_width
+from eqsat.kernels.inductor import TWIN_KEY, is_twin
 from eqsat.library import reference as ref
 from eqsat.library.reference import fp8_step_error
 from tests.conftest import rand
+from tests.test_mla_pad import MLA, latents
 from tests.test_rules import check
 
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 FN = torch.float8_e4m3fn
 
 TESTED_RULES = {"fuse-K_silu_mul_fp8_group_quant", "unlift-K_silu_mul_fp8_group_quant", "fuse-I_rms_group_quant",
-                "fuse-I_add_rms_group_quant", "fuse-I_silu_group_quant", "fuse-I_rms_gated_group_quant"}
+                "fuse-I_add_rms_group_quant", "fuse-I_silu_group_quant", "fuse-I_rms_gated_group_quant",
+                "fuse-I_add_rms_pad", "fuse-I_rms_static_quant", "fuse-I_add_rms_static_quant",
+                "fuse-I_mla_dual_rms_norm_group_quant"}
+TWIN_KEYS = {s.calibration_key for s in eqsat.DEFAULT_CATALOG if is_twin(s)}
 
 
 def inductor_wins():
     """An H200 profile on which Inductor's chain kernels are far cheaper than anything else."""
     base = load_profile("h200")
     fast = KernelTiming(launch_us=0.1, bandwidth_gbps=1e5)
-    return replace(base, kernels={**base.kernels, **{k: fast for k in (
-        "inductor:rms_group_quant", "inductor:add_rms_group_quant", "inductor:silu_group_quant",
-        "inductor:rms_gated_group_quant")}})
+    return replace(base, kernels={**base.kernels, **dict.fromkeys(TWIN_KEYS, fast)})
 
 
 def test_fuse_silu_mul_group_quant():
@@ -84,6 +89,94 @@ def test_inductor_rms_gated_group_quant_inlines_native_chain():
     check(before, lambda x, z, w: ref.group_fp8_quant(ref.rms_norm_gated(x, z, w, 1e-6), 128, torch.float8_e4m3fnuz),
           [rand(8, 256), rand(8, 256, seed=5), rand(256)], numerics="rounding",
           fires="fuse-I_rms_gated_group_quant", profile=inductor_wins(), post_grad=True)
+
+
+def test_inductor_add_rms_pad_inlines_native_chain():
+    """gpt-oss's add + rms_norm + pad (2880 up to a multiple of 256) as the native chain."""
+    pad = padded_width(2880, 256) - 2880
+
+    def before(x, r, w):
+        n, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return torch.nn.functional.pad(n, (0, pad)), res
+
+    def after(x, r, w):
+        n, res = ref.fused_add_rms_norm(x, r, w, 1e-5)
+        return torch.nn.functional.pad(n, (0, pad)), res
+
+    check(before, after, [rand(8, 2880), rand(8, 2880, seed=5), rand(2880)], numerics="rounding",
+          fires="fuse-I_add_rms_pad", profile=inductor_wins(), post_grad=True)
+
+
+def test_inductor_rms_static_quant_inlines_native_chain():
+    check(lambda x, w, s: own.static_fp8_quant(vir.rms_norm(x, w, 1e-6), s, FN),
+          lambda x, w, s: ref.static_fp8_quant(ref.rms_norm(x, w, 1e-6), s, FN),
+          [rand(8, 512), rand(512), torch.tensor([0.02])], numerics="rounding", fires="fuse-I_rms_static_quant",
+          profile=inductor_wins(), post_grad=True)
+
+
+def test_inductor_add_rms_static_quant_inlines_native_chain():
+    def before(x, r, w, s):
+        n, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return own.static_fp8_quant(n, s, FN), res
+
+    def after(x, r, w, s):
+        n, res = ref.fused_add_rms_norm(x, r, w, 1e-5)
+        return ref.static_fp8_quant(n, s, FN), res
+
+    check(before, after, [rand(8, 512), rand(8, 512, seed=5), rand(512), torch.tensor([0.02])],
+          numerics="rounding", fires="fuse-I_add_rms_static_quant", profile=inductor_wins(), post_grad=True)
+
+
+def test_inductor_mla_dual_rms_norm_group_quant_inlines_native_chain():
+    """DeepSeek's q latent normed and group-quantized, its kv latent normed: the twin's expansion goes
+    through the dual norm's own outputs."""
+    def before(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        q, s = vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(q_c, qw, 1e-6), 128)
+        return q, s, vir.rms_norm(kv_c, kvw, 1e-5), k_pe
+
+    def after(p, qw, kvw):
+        q_c, kv_c, k_pe = latents(p)
+        q, s = ref.group_fp8_quant(ref.rms_norm(q_c, qw, 1e-6), 128, torch.float8_e4m3fnuz)
+        return q, s, ref.rms_norm(kv_c, kvw, 1e-5), k_pe
+
+    check(before, after, MLA, numerics="rounding", fires="fuse-I_mla_dual_rms_norm_group_quant",
+          profile=inductor_wins(), post_grad=True)
+
+
+def test_new_twin_rules_plan_as_one_bag():
+    """egglog 13.2 may join the bags of a decomposed query plan unsoundly (``rewrites/lift.py``): the
+    twins of the pad, static quant and MLA rows plan as one bag on a graph where they all match."""
+    from eqsat.fx.importer import import_graph
+    from eqsat.kernels.vocabularies import default_index
+    from tests.conftest import trace
+    from tests.test_lift import _plan
+
+    def every(p, qw, kvw, x, r, w, s):
+        q_c, kv_c, _ = latents(p)
+        n, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return (*vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(q_c, qw, 1e-6), 128), vir.rms_norm(kv_c, kvw, 1e-5),
+                torch.nn.functional.pad(n, (0, 64)), res, own.static_fp8_quant(n, s, FN),
+                own.static_fp8_quant(vir.rms_norm(x, w, 1e-6), s, FN))
+
+    inputs = [*MLA, rand(8, 2880), rand(8, 2880, seed=5), rand(2880), torch.tensor([0.02])]
+    imported = import_graph(trace(every, *inputs), eqsat.DEFAULT_CATALOG, default_index())
+    names = ("fuse-I_add_rms_pad", "fuse-I_rms_static_quant", "fuse-I_add_rms_static_quant",
+             "fuse-I_mla_dual_rms_norm_group_quant")
+    plans = {name: _plan(name, imported) for name in names}
+    assert all(p == "single" for p in plans.values()), plans
+
+
+def test_an_unmeasured_twin_never_beats_its_kernel():
+    """A twin whose key a profile lacks costs its fused kernel's line (or the defaults, if slower) at
+    three quarters of the bandwidth: on every shipped profile, the kernel wins at any size."""
+    traffic = Traffic(read=1 << 20, written=1 << 19)
+    for name in profile_names():
+        p = load_profile(name)
+        for twin in (s for s in eqsat.DEFAULT_CATALOG if is_twin(s) and s.calibration_key not in p.kernels):
+            fused = twin.calibration_key.removeprefix(TWIN_KEY)
+            assert p.time_us(traffic, twin.calibration_key) > p.time_us(traffic, fused), (name, twin.name)
+            assert p.time_us(Traffic(0, 0), twin.calibration_key) >= p.time_us(Traffic(0, 0), fused)
 
 
 def test_a_twin_inlined_inside_torch_compile_is_post_grad_aten():

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from eqsat.core.spec import Traffic
+from eqsat.core.spec import Operand, Traffic
 from eqsat.cost.calibrate import Component, Measurement, evaluate, fit, read_table
 from eqsat.cost.roofline import KernelTiming, Profile, load_profile
 from eqsat.tools import cli
@@ -57,3 +57,33 @@ def test_cli_calibrate_writes_profile_and_plot(tmp_path, capsys):
 def test_unknown_profile_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown device profile"):
         load_profile("tpu-v9")
+
+
+def test_calibration_cases_move_the_bytes_the_cost_model_prices(monkeypatch):
+    """``benchmarks/gpu/calibration_cases.py`` times every fused row that runs on Triton (the H200's
+    kernels) and its Inductor twin: each key's measured bytes are its row's traffic (a fitted bandwidth
+    prices the bytes the model counts), and a twin's launches when the profiler fails are its row's."""
+    import torch
+
+    from eqsat.kernels.catalog import DEFAULT_CATALOG
+    from eqsat.kernels.inductor import is_twin
+
+    monkeypatch.syspath_prepend("benchmarks/gpu")
+    import calibration_cases as cases
+
+    rows = {s.calibration_key: s for s in DEFAULT_CATALOG if s.is_fused}
+    m, g = 64, 128
+    for key in cases.KEYS:
+        if key not in rows:
+            continue  # an unfused part: an AITER kernel of its own (rms_norm writes rsigma), or eager silu_mul
+        spec, n = rows[key], cases.widths(key, [4096])[0]
+        bf16 = {"x": (m, 2 * n) if "silu" in key else (m, n), "r": (m, n), "w": (n,), "s": (1,), "q": (m, n),
+                "kv": (m, cases.MLA_KV), "qw": (n,), "kvw": (cases.MLA_KV,)}
+        args = {p: Operand(bf16[p], 4 if p == "s" else 2) if sort == "T" else
+                {"G": g, "mult": cases.PAD_MULTIPLE, "dt": torch.float8_e4m3fn}.get(p, 1e-6) for p, sort in spec.params}
+        assert spec.traffic(args).bytes == cases.min_bytes(key, m, n, g), key
+        if is_twin(spec):
+            assert cases.EXPECTED_LAUNCHES[key] == spec.traffic(args).launches, key
+    triton = {k for k, s in rows.items() if "triton" in s.platforms}
+    wanted = triton | {f"inductor:{k}" for k in triton if rows[k].inductor is not None}
+    assert wanted <= set(cases.KEYS), sorted(wanted - set(cases.KEYS))

@@ -106,3 +106,33 @@ def test_always_fuse_frees_the_fused_kernels(e2e) -> None:  # noqa: ANN001
     _, on_cuda = e2e.always_fuse_profile("h200", cuda=True)
     assert set(on_cuda) <= set(freed)
     assert eqsat.EqSatPass(profile=profile, emit="always").options.profile is profile
+
+
+def test_the_fp8_gemms_compute_the_product_of_the_dequantised_operands(e2e) -> None:  # noqa: ANN001
+    """Each fp8 weight layout round-trips within fp8's step (partial blocks included: N = 2112, K = 2880 are
+    not multiples of 128); every GEMM op (on the CPU: ``dequant_gemm``) is the product of the dequantised
+    operands; the fp8 noise floor's reference (quant the identity) takes the bf16 GEMM."""
+    import e2e_blocks as B
+
+    gen = torch.Generator().manual_seed(0)
+    for n, k in ((2112, 256), (128, 2880)):
+        w = torch.randn(n, k, generator=gen) / k ** 0.5
+        for per_channel in (False, True):
+            q, s = B.quant_weight(w, per_channel)
+            assert q.shape == (n, k) and s.shape == ((n, 1) if per_channel else (-(-n // 128), -(-k // 128)))
+            assert ((B.dequant(q, s) - w).norm() / w.norm()).item() < 0.04
+    x = torch.randn(8, 256, generator=gen).to(torch.bfloat16)
+    w = torch.randn(384, 256, generator=gen) / 16
+    for quant, per_channel in ((B.group_quant, False), (B.token_quant, True)):
+        xq, xs = quant(x)
+        wq, ws = B.quant_weight(w, per_channel)
+        want = (B.dequant(xq, xs).to(torch.bfloat16) @ B.dequant(wq, ws).to(torch.bfloat16).t())
+        for name, op in B.W8A8.items():
+            assert torch.equal(op(xq, xs, wq, ws), want), name
+    block = B.build("qwen3next", "cpu", tiny=True)
+    with pytest.raises(ValueError, match="unknown gemm"):
+        B.build("qwen3next", "cpu", tiny=True, gemm="cublas")
+    block.fp8 = False
+    with torch.no_grad():
+        y = block(*block.example_inputs(4, "cpu"))
+    assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()

@@ -184,12 +184,12 @@ def test_one_unwritable_site_of_four_is_dropped_and_the_other_three_land(monkeyp
 def test_a_failed_graph_leaves_the_pass_its_warm_engine(monkeypatch):
     p = eqsat.EqSatPass(profile="mi300x")
     p(graph().graph)
-    engine = p._engine
+    engine = p.engine
     assert engine is not None
     monkeypatch.setitem(EXTRACTORS, "greedy", _raises)  # the next graph fails inside the pipeline
     p(graph().graph)
-    assert p.last_report.error and p._engine is engine
+    assert p.last_report.error and p.engine is engine
     monkeypatch.undo()
     gm = graph()
     p(gm.graph)
-    assert p._engine is engine and p.last_report.changed
+    assert p.engine is engine and p.last_report.changed

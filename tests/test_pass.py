@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import pickle
 import subprocess
 import sys
 
@@ -10,6 +12,7 @@ import torch
 import eqsat
 from eqsat.core.spec import KernelSpec, Traffic, params
 from eqsat.tools import demo
+from tests.conftest import rand, trace
 
 
 def test_demo_end_to_end_through_torch_compile_dynamic(capsys):
@@ -36,16 +39,37 @@ def test_uuid_is_stable_across_processes():
     assert other.stdout.strip() == eqsat.EqSatPass().uuid()
 
 
-def test_pass_copies_and_pickles_without_its_engine():
-    """vLLM deep-copies its compile config per backend and pickles it for spawned workers."""
-    import copy
-    import pickle
+def _norm_quant(x, w):
+    return torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128)
 
-    from tests.conftest import rand, trace
+
+def test_pass_deep_copies_share_its_engine_and_pickles_leave_it():
+    """vLLM deep-copies its compile config per backend (each copy's first graph then runs warm, on the
+    same engine, with the same result) and pickles it for spawned workers (no engine goes along)."""
+    def graph() -> torch.fx.GraphModule:
+        return trace(_norm_quant, rand(8, 256), rand(256))
 
     p = eqsat.EqSatPass()
-    p(trace(lambda x, w: torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, 1e-6), 128),
-            rand(8, 256), rand(256)).graph)
-    assert p._engine is not None
-    for clone in (copy.deepcopy(p), pickle.loads(pickle.dumps(p))):
-        assert clone._engine is None and clone.uuid() == p.uuid()
+    p((first := graph()).graph)
+    engine, declared = p.engine, set(p.engine.declared)
+    clone = copy.deepcopy(p)
+    assert clone.engine is engine and clone.options is p.options
+    clone((again := graph()).graph)
+    assert clone.engine is engine and engine.declared == declared  # warm: nothing declared again
+    assert again.graph.python_code("self").src == first.graph.python_code("self").src
+    assert clone.last_report.kernels_chosen == p.last_report.kernels_chosen
+    assert p.last_report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 1}
+    assert clone.last_report.predicted_after_us == p.last_report.predicted_after_us
+    pickled = pickle.loads(pickle.dumps(p))
+    assert pickled.engine is None and pickled.uuid() == p.uuid()
+    pickled(graph().graph)
+    assert pickled.engine is not None and pickled.engine is not engine
+
+
+def test_an_engine_left_holding_rows_is_dropped_for_every_copy():
+    p = eqsat.EqSatPass()
+    p(trace(_norm_quant, rand(8, 256), rand(256)).graph)
+    clone = copy.deepcopy(p)
+    p.engine.egraph.run_program(*p.engine.egraph.parse_program("(Fx 0)"))  # a row outside any graph's scope
+    p._keep_engine_if_clean()
+    assert p.engine is None and clone.engine is None

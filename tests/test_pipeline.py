@@ -198,7 +198,7 @@ def test_an_opaque_value_no_term_reads_is_left_out_of_the_e_graph():
     assert leaves <= read and names == {"tokens", "w_router", "b_router", "rocm_unquantized_gemm", "fused_moe"}
     report = eqsat.optimize(gm, strict=True)
     assert report.changed and report.imported_terms == len(imported.terms) - len(leaves) == 4
-    assert report.egraph_nodes == 12
+    assert report.egraph_nodes == 15  # 12, and the Inductor twin I_add_rms_pad with its two outputs
 
 
 def test_an_ops_purity_is_read_once_per_index(monkeypatch):

@@ -3,7 +3,7 @@
 
 ``load_aiter`` puts three stubs in ``sys.modules`` (the package itself with the wheel's folder as its
 path, ``aiter.dtypes`` with fp8 = float8_e4m3fn, and an ``arch_info`` that answers "gfx950", plus a
-``device_info`` for the CPU dry run), imports the three kernel modules, checks the kernels used for
+``device_info`` for the CPU dry run), imports the four kernel modules, checks the kernels used for
 the two ROCm-only constructs a Hopper port would have to patch (``tl.assume``, ``waves_per_eu``), and
 returns the wrappers with a list saying what it did. Nothing of AITER is copied here.
 """
@@ -15,6 +15,16 @@ import types
 
 from eqsat.library.aiter import aiter_dir, stub_package
 
+WRAPPERS = (  # (module under aiter.ops.triton, wrapper)
+    ("fused_fp8_quant", "fused_rms_fp8_group_quant"),
+    ("fused_fp8_quant", "fused_flatten_fp8_group_quant"),
+    ("fused_fp8_quant", "fused_rms_fp8_per_tensor_static_quant"),
+    ("activation", "act_mul_and_fp8_group_quant"),
+    ("rmsnorm", "rms_norm"),
+    ("rmsnorm", "rmsnorm2d_fwd_with_add"),
+    ("fused_add_rmsnorm_pad", "fused_add_rmsnorm_pad"),
+)
+
 
 def find_aiter_dir() -> str:
     d = aiter_dir()
@@ -24,8 +34,8 @@ def find_aiter_dir() -> str:
 
 
 def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
-    """The five AITER Triton wrappers these benchmarks use, by name, and what loading them had to do
-    (stubs put in ``sys.modules``, port checks), for the log."""
+    """The AITER Triton wrappers these benchmarks use (``WRAPPERS``), by name, and what loading them had
+    to do (stubs put in ``sys.modules``, port checks), for the log."""
     import importlib
 
     d = find_aiter_dir()
@@ -41,9 +51,7 @@ def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
         di.get_num_xcds = lambda: 1
         sys.modules["aiter.ops.triton.utils.device_info"] = di
 
-    mods = {}
-    for name in ("fused_fp8_quant", "activation", "rmsnorm"):
-        mods[name] = importlib.import_module(f"aiter.ops.triton.{name}")
+    mods = {name: importlib.import_module(f"aiter.ops.triton.{name}") for name in {m for m, _ in WRAPPERS}}
     assert "aiter.jit" not in sys.modules, "aiter.jit was imported: the stub leaked"
 
     # Hopper port checks (aiter-kernels.md section 5): no waves_per_eu launch kwargs and no tl.assume in the
@@ -51,15 +59,18 @@ def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
     import inspect
 
     from aiter.ops.triton._triton_kernels import activation as k_act
+    from aiter.ops.triton._triton_kernels import fused_add_rmsnorm_pad as k_pad
     from aiter.ops.triton._triton_kernels import fused_fp8_quant as k_fq
     from aiter.ops.triton._triton_kernels import rmsnorm as k_rms
 
     used = [
         k_fq._fused_rms_fp8_group_quant_kernel,
         k_fq._fused_flatten_fp8_group_quant_kernel,
+        k_fq._fused_rms_fp8_per_tensor_static_quant_kernel,
         k_act._act_mul_and_dynamic_fp8_group_quant_kernel,
         k_rms._rms_norm_kernel,
         k_rms._fused_add_rmsnorm_kernel,
+        k_pad._fused_add_rmsnorm_pad,
     ]
     for k in used:
         fn = getattr(k, "fn", k)
@@ -68,29 +79,15 @@ def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
         src = inspect.getsource(fn)
         if "tl.assume" in src:
             patches.append(f"WARNING: {fn.__name__} contains tl.assume (not patched)")
-    for name, m in mods.items():
-        src = inspect.getsource(m)
-        for fname in (
-            "fused_rms_fp8_group_quant",
-            "fused_flatten_fp8_group_quant",
-            "act_mul_and_fp8_group_quant",
-            "rms_norm",
-            "rmsnorm2d_fwd_with_add",
+    for name, fname in WRAPPERS:
+        f = getattr(mods[name], fname)
+        if "waves_per_eu=" in "".join(
+            ln for ln in inspect.getsource(f).splitlines() if not ln.strip().startswith("#")
         ):
-            f = getattr(m, fname, None)
-            if f is not None and "waves_per_eu=" in "".join(
-                ln for ln in inspect.getsource(f).splitlines() if not ln.strip().startswith("#")
-            ):
-                patches.append(f"WARNING: {name}.{fname} passes waves_per_eu (not patched)")
-        del src
-    patches.append(
-        "no kernel source patches were needed: the 5 kernels used have no tl.assume, and the wrappers "
-        "used pass no waves_per_eu (act_mul_and_fp8_group_quant has it commented out)"
-    )
-    return {
-        "fused_rms_fp8_group_quant": mods["fused_fp8_quant"].fused_rms_fp8_group_quant,
-        "fused_flatten_fp8_group_quant": mods["fused_fp8_quant"].fused_flatten_fp8_group_quant,
-        "act_mul_and_fp8_group_quant": mods["activation"].act_mul_and_fp8_group_quant,
-        "rms_norm": mods["rmsnorm"].rms_norm,
-        "rmsnorm2d_fwd_with_add": mods["rmsnorm"].rmsnorm2d_fwd_with_add,
-    }, patches
+            patches.append(f"WARNING: {name}.{fname} passes waves_per_eu (not patched)")
+    if not any(p.startswith("WARNING") for p in patches):
+        patches.append(
+            f"no kernel source patches were needed: the {len(used)} kernels used have no tl.assume, and the "
+            "wrappers used pass no waves_per_eu (act_mul_and_fp8_group_quant has it commented out)"
+        )
+    return {fname: getattr(mods[name], fname) for name, fname in WRAPPERS}, patches

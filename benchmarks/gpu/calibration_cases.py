@@ -1,34 +1,58 @@
 """The calibration cases ``measure.py`` times: per key, the call on one shape's inputs, what it
 outputs, how it is checked, and the bytes it must move at least (the bytes model of
 ``measure.py``'s docstring).
+
+Two sets of keys: ``grid``, the group-quant family over the M x N grid of the first table, and
+``models``, the kernels a model's own shape decides (gpt-oss's add + rms_norm + pad of 2880 to a multiple
+of 256, Llama's static per-tensor quant at 4096, DeepSeek's MLA q latent of 1536 with its kv latent of
+512), each AITER kernel with its Inductor twin, at its model's width (``WIDTHS``).
 """
 
 from __future__ import annotations
 
 from native import (
     EPS,
+    FP8_MAX,
     check_bf16,
     check_quant,
+    mla_latents,
+    native_add_rms,
     native_add_rms_group_quant,
+    native_add_rms_pad,
+    native_add_rms_static_quant,
     native_group_quant,
+    native_mla_rms_group_quant,
     native_rms,
     native_rms_group_quant,
+    native_rms_static_quant,
     native_silu_group_quant,
 )
 
-KEYS = [
-    "rms_group_quant",
-    "add_rms_group_quant",
-    "silu_group_quant",
-    "rms_norm",
-    "add_rms_norm",
-    "group_quant",
-    "silu_mul",
-    "inductor:rms_group_quant",
-    "inductor:add_rms_group_quant",
-    "inductor:silu_group_quant",
-]
-EXPECTED_LAUNCHES = {k: 1 for k in KEYS} | {"silu_mul": 2}
+_GRID_FUSED = ["rms_group_quant", "add_rms_group_quant", "silu_group_quant"]
+_MODEL_FUSED = ["add_rms_pad", "rms_static_quant", "add_rms_static_quant", "mla_dual_rms_norm_group_quant"]
+SETS = {
+    "grid": [*_GRID_FUSED, "rms_norm", "add_rms_norm", "group_quant", "silu_mul",
+             *(f"inductor:{k}" for k in _GRID_FUSED)],
+    "models": [*_MODEL_FUSED, *(f"inductor:{k}" for k in _MODEL_FUSED)],
+}
+KEYS = [k for keys in SETS.values() for k in keys]
+WIDTHS = {"add_rms_pad": [2880], "rms_static_quant": [4096], "add_rms_static_quant": [4096],
+          "mla_dual_rms_norm_group_quant": [1536]}
+"""N of the ``models`` keys (MLA: q's width; kv's is ``MLA_KV``); the other keys take the grid's."""
+PAD_MULTIPLE = 256  # gpt-oss's x_pad_to_multiple on gfx950
+MLA_KV, MLA_PE = 512, 64  # DeepSeek-V3's kv_lora_rank, qk_rope_head_dim
+STATIC_SCALE = 8.0 / FP8_MAX  # the norm's outputs (about unit variance) up to 8 before clamping
+GROUPED = {"rms_group_quant", "add_rms_group_quant", "silu_group_quant", "group_quant",
+           "mla_dual_rms_norm_group_quant"}
+"""Keys whose N must be a multiple of G."""
+EXPECTED_LAUNCHES = {k: 1 for k in KEYS} | {"silu_mul": 2, "inductor:rms_group_quant": 2,
+                                            "inductor:add_rms_group_quant": 2, "inductor:add_rms_pad": 2,
+                                            "inductor:mla_dual_rms_norm_group_quant": 3}
+"""Launches written when the profiler fails; a twin's are its row's ``Twin.launches``."""
+
+
+def widths(key: str, grid: list[int]) -> list[int]:
+    return WIDTHS.get(key.split(":")[-1], grid)
 
 
 def min_bytes(key: str, M: int, N: int, G: int) -> int:
@@ -48,6 +72,14 @@ def min_bytes(key: str, M: int, N: int, G: int) -> int:
         return M * N * 2 + M * N + M * ng * 4
     if base == "silu_mul":
         return (M * N * 2 + M * N * 2) + (2 * M * N * 2 + M * N * 2)
+    if base == "add_rms_pad":
+        return 2 * M * N * 2 + N * 2 + M * (N + -N % PAD_MULTIPLE) * 2 + M * N * 2
+    if base == "rms_static_quant":
+        return M * N * 2 + N * 2 + 4 + M * N
+    if base == "add_rms_static_quant":
+        return 2 * M * N * 2 + N * 2 + 4 + M * N + M * N * 2
+    if base == "mla_dual_rms_norm_group_quant":
+        return M * (N + MLA_KV) * 2 + (N + MLA_KV) * 2 + M * N + M * ng * 4 + M * MLA_KV * 2
     raise KeyError(key)
 
 
@@ -56,6 +88,8 @@ def make_case(key, M, N, G, A, dev, inp):
     import torch
     import torch.nn.functional as F
 
+    if key.split(":")[-1] in WIDTHS:
+        return _model_case(key, N, G, A, inp)
     x, r, w, xs = inp["x"], inp["r"], inp["w"], inp["xs"]
     ref = inp["ref"]
     fp8 = torch.float8_e4m3fn
@@ -176,22 +210,112 @@ def make_case(key, M, N, G, A, dev, inp):
     return fn, outs, chk
 
 
+def _model_case(key, N, G, A, inp):
+    """A ``models`` key: the AITER kernel, or (``inductor:``) its native chain compiled, both returning
+    the native chain's outputs in its order, and the check of those."""
+    import torch
+
+    x, r, w, s, p, kvw, ref = (inp[k] for k in ("x", "r", "w", "s", "p", "kvw", "ref"))
+    fp8 = torch.float8_e4m3fn
+    base = key.split(":")[-1]
+    if base == "add_rms_pad":
+        native, args = native_add_rms_pad, (x, r, w, PAD_MULTIPLE)
+
+        def aiter():
+            return A["fused_add_rmsnorm_pad"](x, w, EPS, r, PAD_MULTIPLE)  # (padded, residual)
+
+        def chk(res):
+            ok, err, mism = check_bf16(res[0], ref["add_pad"][0], 3.0)  # the pad columns: exactly 0
+            return ok and torch.equal(res[1], ref["add_pad"][1]), err, mism
+    elif base == "rms_static_quant":
+        native, args = native_rms_static_quant, (x, w, s)
+
+        def aiter():
+            return A["fused_rms_fp8_per_tensor_static_quant"](x, w, EPS, s, dtype_quant=fp8)[0]
+
+        def chk(res):
+            return _check_static(res[0], ref["rms_static"], s)
+    elif base == "add_rms_static_quant":
+        native, args = native_add_rms_static_quant, (x, r, w, s)
+
+        def aiter():
+            q, _, _, res_out = A["fused_rms_fp8_per_tensor_static_quant"](x, w, EPS, s, dtype_quant=fp8, res1=r)
+            return q, res_out
+
+        def chk(res):
+            ok, err, mism = _check_static(res[0], ref["add_static"][0], s)
+            return ok and torch.equal(res[1], ref["add_static"][1]), err, mism
+    elif base == "mla_dual_rms_norm_group_quant":
+        native, args = native_mla_rms_group_quant, (p, w, kvw)
+        q_c, kv_c = mla_latents(p, N, MLA_KV)
+
+        def aiter():  # q's norm group-quantized, kv's normed: the Triton kernel with a second input
+            (q8, scale), _, kv_normed, _ = A["fused_rms_fp8_group_quant"](
+                q_c, w, EPS, kv_c, kvw, EPS, group_size=G, dtype_quant=fp8)
+            return q8, scale, kv_normed
+
+        def chk(res):
+            ok, err, mism = check_quant(res[0], res[1], *ref["mla"][:2], G)
+            return ok and check_bf16(res[2], ref["mla"][2], 2.0)[0], err, mism
+    else:
+        raise KeyError(key)
+    fn = aiter
+    if key.startswith("inductor:"):
+        torch._dynamo.reset()
+        compiled = torch.compile(native, dynamic=False)
+
+        def fn():
+            return compiled(*args)
+
+    def outs(res):
+        return list(res) if isinstance(res, tuple) else [res]
+
+    return fn, outs, lambda res: chk(outs(res))
+
+
+def _check_static(q, q_ref, scale):
+    """A static quant's q against the reference's, in fp8 steps (``check_quant`` with one group a row)."""
+    M, N = q.shape
+    s = scale.float().reshape(1, 1).expand(M, 1).contiguous()
+    return check_quant(q, s, q_ref, s, N)
+
+
+class _Lazy(dict):
+    """References made on first use: a key's are computed only where it is measured (a width that is
+    no multiple of G has no group quant)."""
+
+    def __init__(self, makers):
+        super().__init__()
+        self.makers = makers
+
+    def __missing__(self, key):
+        value = self[key] = self.makers[key]()
+        return value
+
+
 def make_inputs(M, N, G, dev, seed):
     import torch
     import torch.nn.functional as F
 
     gen = torch.Generator(device=dev).manual_seed(seed)
     bf = torch.bfloat16
-    x = torch.randn(M, N, device=dev, dtype=torch.float32, generator=gen).to(bf)
-    r = torch.randn(M, N, device=dev, dtype=torch.float32, generator=gen).to(bf)
-    w = (1.0 + 0.2 * torch.randn(N, device=dev, dtype=torch.float32, generator=gen)).to(bf)
-    xs = (2.0 * torch.randn(M, 2 * N, device=dev, dtype=torch.float32, generator=gen)).to(bf)
-    ref = {}
-    ref["rms_y"] = native_rms(x, w)
-    ref["rms_q"] = native_group_quant(ref["rms_y"])
-    ref["add_q"] = native_add_rms_group_quant(x, r, w)
-    xf = x.float() + r.float()
-    ref["add_y"] = (xf * (xf.pow(2).mean(-1, keepdim=True) + EPS).rsqrt()).to(bf) * w
-    ref["silu_y"] = (F.silu(xs[:, :N].float()) * xs[:, N:].float()).to(bf)
-    ref["silu_q"] = native_group_quant(ref["silu_y"])
-    return {"x": x, "r": r, "w": w, "xs": xs, "ref": ref}
+
+    def randn(*shape, scale=1.0, shift=0.0):
+        return (shift + scale * torch.randn(*shape, device=dev, dtype=torch.float32, generator=gen)).to(bf)
+
+    x, r, w, xs = randn(M, N), randn(M, N), randn(N, scale=0.2, shift=1.0), randn(M, 2 * N, scale=2.0)
+    p, kvw = randn(M, N + MLA_KV + MLA_PE), randn(MLA_KV, scale=0.2, shift=1.0)  # MLA: N is q's width
+    s = torch.full((1,), STATIC_SCALE, device=dev, dtype=torch.float32)
+    ref = _Lazy({
+        "rms_y": lambda: native_rms(x, w),
+        "rms_q": lambda: native_group_quant(ref["rms_y"]),
+        "add_q": lambda: native_add_rms_group_quant(x, r, w),
+        "add_y": lambda: native_add_rms(x, r, w)[0],
+        "silu_y": lambda: (F.silu(xs[:, :N].float()) * xs[:, N:].float()).to(bf),
+        "silu_q": lambda: native_group_quant(ref["silu_y"]),
+        "add_pad": lambda: native_add_rms_pad(x, r, w, PAD_MULTIPLE),
+        "rms_static": lambda: native_rms_static_quant(x, w, s),
+        "add_static": lambda: native_add_rms_static_quant(x, r, w, s),
+        "mla": lambda: native_mla_rms_group_quant(p, w, kvw),
+    })
+    return {"x": x, "r": r, "w": w, "xs": xs, "p": p, "kvw": kvw, "s": s, "ref": ref}

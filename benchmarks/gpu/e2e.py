@@ -11,7 +11,12 @@ gpt-oss norm + pad + router), each compiled three ways:
 Each variant is a fresh compile (``torch._dynamo.reset()``, FX-graph and AOT caches off), once per block
 with the token dim marked dynamic (``--compile dynamic``, the default: one graph for M >= 2, and Dynamo's
 0/1 specialisation compiles M = 1 on its own) or once per M (``--compile static``). The eqsat pass costs a
-dynamic graph at ``--eqsat-sizes`` (default: the M list, a compile range as vLLM's passes see one).
+dynamic graph at ``--eqsat-sizes`` (default: the M list, a compile range as vLLM's passes see one). Inductor
+times Triton configs at a graph's first run, so two compiles of one graph can differ by 10-15% (dynamic
+graphs); ``--rounds K`` compiles and times every variant K times in turn and reports the median speedup and
+the rounds' range. One pass object per variant serves the whole run (as a process sets the pass once); its
+set-up on the warm-up graph is reported apart. The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
+``dispatch``: AITER's Triton or cuBLAS's fp8 GEMM, the faster correct one per shape).
 
 Per (block, variant, M): the whole forward timed in CUDA graphs (``gpu_timing.bench``: median of
 ``--repeats`` x ``do_bench_cudagraph(rep=--rep-ms)``; plain ``triton.testing.do_bench`` if capture
@@ -252,14 +257,15 @@ def _fx_inner_compile(gm: fx.GraphModule, example_inputs: Sequence[Any], **kwarg
     return run
 
 
-def warm_up_compiler(device: torch.device, exec_fx: bool) -> None:
+def warm_up_compiler(device: torch.device, exec_fx: bool, quiet: bool = False) -> None:
     """One tiny compile first, so that the process's one-off set-up (Inductor's and Triton's imports and
     initialisation) is not counted in the first block's compile time."""
     t0 = time.perf_counter()
     x = torch.randn(8, 256, device=device, dtype=torch.bfloat16)
     torch.compile(lambda t: (t.float().pow(2).mean(-1, keepdim=True) * t).to(t.dtype), backend=Backend(exec_fx))(x)
     torch._dynamo.reset()
-    log(f"compiler warmed up in {time.perf_counter() - t0:.1f} s")
+    if not quiet:
+        log(f"compiler warmed up in {time.perf_counter() - t0:.1f} s")
 
 
 def _lower(gm: fx.GraphModule, example_inputs: Sequence[Any], fake_mode: Any) -> None:
@@ -274,7 +280,9 @@ def _lower(gm: fx.GraphModule, example_inputs: Sequence[Any], fake_mode: Any) ->
         graph.run(*example_inputs)
 
 
-def configure_torch() -> None:
+def configure_torch(fixed_configs: bool = False) -> None:
+    """Fresh compiles (no FX-graph, AOT or remote caches); ``fixed_configs``: Inductor times no Triton config
+    while compiling (its deterministic mode, pointwise autotuning off), so two compiles of a graph are alike."""
     gpu_timing.setup_torch()  # Dynamo's recompile limits up, autotune cache off, grad off
     import torch._inductor.config as ic
 
@@ -283,8 +291,9 @@ def configure_torch() -> None:
                      (ic, "fx_graph_remote_cache")):
         if hasattr(mod, key):
             setattr(mod, key, False)
-    if hasattr(torch._dynamo.config, "specialize_float"):
-        torch._dynamo.config.specialize_float = True  # eps and the like stay constants
+    if fixed_configs:
+        ic.deterministic = True
+        ic.triton.autotune_pointwise = False
 
 
 # -- checks ---------------------------------------------------------------------------------------------------
@@ -380,7 +389,7 @@ def sync(cuda: bool) -> None:
 
 # -- the run --------------------------------------------------------------------------------------------------
 
-FIELDS = ("block", "variant", "M", "us", "speedup", "pred_speedup_whole", "pred_speedup_region", "pred_before_us",
+FIELDS = ("block", "variant", "round", "M", "us", "speedup", "pred_speedup_whole", "pred_speedup_region", "pred_before_us",
           "pred_after_us", "check", "err_ratio", "launches", "timing", "rep_medians_us", "compiled", "compile_s",
           "pass_ms", "kernels", "eqsat_ops", "kernels_at_M", "pass_errors", "detail")
 
@@ -389,6 +398,7 @@ FIELDS = ("block", "variant", "M", "us", "speedup", "pred_speedup_whole", "pred_
 class VariantStats:
     block: str
     variant: str
+    round: int = 0
     compiles: int = 0
     compile_s: float = 0.0
     backend_s: float = 0.0
@@ -436,6 +446,8 @@ class Run:
         self.t0 = time.perf_counter()
         self.rows: list[dict[str, Any]] = []
         self.stats: list[VariantStats] = []
+        self.rnd = 0
+        self.passes, self.setup_s = self.make_passes()
         os.makedirs(args.out, exist_ok=True)
         self.prefix = os.path.join(args.out, f"e2e_{args.tag}")
         self._csv = open(self.prefix + ".csv", "w", newline="")  # noqa: SIM115  (closed in finish)
@@ -449,7 +461,7 @@ class Run:
         return self.args.budget_s > 0 and self.elapsed() > self.args.budget_s
 
     def add(self, row: dict[str, Any]) -> None:
-        row = {k: row.get(k, "") for k in FIELDS}
+        row = {k: row.get(k, "") for k in FIELDS} | {"round": self.rnd}
         self.rows.append(row)
         self._writer.writerow(row)
         self._csv.flush()
@@ -457,6 +469,25 @@ class Run:
     def sizes(self) -> int | tuple[int, ...]:
         s = self.args.eqsat_sizes
         return tuple(self.args.M) if s == "range" else int(s)
+
+    def make_passes(self) -> tuple[dict[str, TimedEqSatPass], dict[str, float]]:
+        """One pass per variant for the whole run, as a user sets ``post_grad_custom_post_pass`` once per
+        process; each first runs on the warm-up graph, so its one-off set-up (the engine declaring its rules)
+        is timed apart from the blocks' compiles."""
+        import torch._inductor.config as ic
+
+        passes, setup = {}, {}
+        for variant in self.args.variants:
+            p = make_pass(variant, self.sizes(), self.cuda)
+            if p is None:
+                continue
+            with ic.patch(post_grad_custom_post_pass=p):
+                warm_up_compiler(self.device, self.args.exec == "fx", quiet=True)
+            setup[variant] = sum(c.seconds for c in p.calls)
+            log(f"{variant} pass set up in {setup[variant]:.2f} s (its first graph, the warm-up's)")
+            p.calls.clear()
+            passes[variant] = p
+        return passes, setup
 
     def block(self, name: str) -> None:
         args = self.args
@@ -472,6 +503,16 @@ class Run:
         sync(self.cuda)
         log(f"   eager refs done; fp8 noise floor (rel) at M={ms[-1]}: "
             + ", ".join(f"{s.name}={n:.3f}" for s, n in zip(block.outputs, noise[ms[-1]], strict=True)))
+        for rnd in range(args.rounds):
+            self.round(name, rnd, block, inputs, refs, noise)
+
+    def round(self, name: str, rnd: int, block: e2e_blocks.Block, inputs: dict[int, tuple[torch.Tensor, ...]],
+              refs: dict[int, tuple[Any, ...]], noise: dict[int, list[float]]) -> None:
+        """Every variant compiled afresh and timed once, speedups against this round's Inductor alone."""
+        args = self.args
+        if args.rounds > 1:
+            log(f"   -- round {rnd + 1} / {args.rounds}")
+        self.rnd = rnd
         base_us: dict[int, float] = {}
         for variant in args.variants:
             if self.over_budget():
@@ -486,7 +527,7 @@ class Run:
                 self.add({"block": name, "variant": variant, "check": "error",
                           "detail": f"{type(exc).__name__}: {str(exc)[:300]}"})
                 if not (self.stats and (self.stats[-1].block, self.stats[-1].variant) == (name, variant)):
-                    self.stats.append(VariantStats(name, variant))
+                    self.stats.append(VariantStats(name, variant, self.rnd))
                 self.stats[-1].error = f"{type(exc).__name__}: {str(exc)[:300]}"
             finally:
                 torch._dynamo.reset()
@@ -500,9 +541,10 @@ class Run:
 
         args = self.args
         torch._dynamo.reset()
-        p = make_pass(variant, self.sizes(), self.cuda)
+        p = self.passes.get(variant)
+        first_call = len(p.calls) if p is not None else 0
         backend = Backend(exec_fx=args.exec == "fx")
-        st = VariantStats(name, variant)
+        st = VariantStats(name, variant, self.rnd)
         self.stats.append(st)
         static = args.compile == "static"
         compiled = torch.compile(block, backend=backend, dynamic=False if static else None)
@@ -528,14 +570,15 @@ class Run:
         finally:  # what the pass did, compiles that failed after it included
             st.backend_s = backend.seconds
             if p is not None:
-                st.kernels = fmt_kernels(kernels_of(p.calls))
-                st.eqsat_ops = fmt_kernels(ops_of(p.calls))
-                st.pass_s = sum(c.seconds for c in p.calls)
-                st.pass_calls = len(p.calls)
+                mine = p.calls[first_call:]
+                st.kernels = fmt_kernels(kernels_of(mine))
+                st.eqsat_ops = fmt_kernels(ops_of(mine))
+                st.pass_s = sum(c.seconds for c in mine)
+                st.pass_calls = len(mine)
                 st.graphs = [f"-- {name} / {variant} / compiled at {c.label}: {c.nodes_before} -> {c.nodes_after} "
                              f"nodes, pass {c.seconds * 1e3:.1f} ms, eqsat ops {fmt_kernels(c.eqsat_ops)}\n"
                              f"report: {c.report.summary() if c.report else 'none (pass failed)'}\n{c.code_after}"
-                             for c in p.calls]
+                             for c in mine]
 
     def one_m(self, ctx: _VariantRun, m: int, x: tuple[torch.Tensor, ...], ref: tuple[Any, ...], noise: list[float],
               base_us: dict[int, float]) -> None:
@@ -606,21 +649,24 @@ class Run:
 
     def finish(self) -> None:
         self._csv.close()
-        cold = {s.block: s.compile_s for s in self.stats if s.variant == "inductor" and s.compiles}
+        cold: dict[str, float] = {}
+        for s in self.stats:  # the first round's: the cold caches
+            if s.variant == "inductor" and s.compiles and s.block not in cold:
+                cold[s.block] = s.compile_s
         for st in self.stats:
             st.cold_s = cold.get(st.block, math.nan)
         with open(self.prefix + "_compile.csv", "w", newline="") as f:
             w = csv.writer(f)
-            w.writerow(["block", "variant", "compiles", "compile_s", "backend_s", "pass_s", "pass_calls",
+            w.writerow(["block", "variant", "round", "compiles", "compile_s", "backend_s", "pass_s", "pass_calls",
                         "pass_share", "pass_share_of_inductor_compile", "kernels", "eqsat_ops", "error"])
             for s in self.stats:
-                w.writerow([s.block, s.variant, s.compiles, f"{s.compile_s:.2f}", f"{s.backend_s:.2f}",
+                w.writerow([s.block, s.variant, s.round, s.compiles, f"{s.compile_s:.2f}", f"{s.backend_s:.2f}",
                             f"{s.pass_s:.3f}", s.pass_calls, f"{s.share:.4f}", f"{s.share_cold:.4f}", s.kernels, s.eqsat_ops,
                             s.error])
         with open(self.prefix + "_graphs.txt", "w") as f:
             for s in self.stats:
                 f.write("\n\n".join(s.graphs) + ("\n\n" if s.graphs else ""))
-        md = markdown(self.rows, self.stats, self.args, env_lines(self.cuda), self.elapsed())
+        md = markdown(self.rows, self.stats, self.args, env_lines(self.cuda), self.elapsed(), self.setup_s)
         with open(self.prefix + ".md", "w") as f:
             f.write(md)
         if self.args.plot:
@@ -649,11 +695,27 @@ def env_lines(cuda: bool) -> list[str]:
 # -- reports --------------------------------------------------------------------------------------------------
 
 def _by(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, Any]]:
-    return {(r["block"], r["variant"], int(r["M"])): r for r in rows if r["M"] != "" and r["us"] != ""}
+    """(block, variant, M) -> its row; over several rounds, the last round's row with ``us`` and ``speedup``
+    the medians over the rounds and ``spread`` the per-round speedups' range."""
+    groups: dict[tuple[str, str, int], list[dict[str, Any]]] = {}
+    for r in rows:
+        if r["M"] != "" and r["us"] != "":
+            groups.setdefault((r["block"], r["variant"], int(r["M"])), []).append(r)
+    out = {}
+    for key, rs in groups.items():
+        row = dict(rs[-1])
+        if len(rs) > 1:
+            row["us"] = f"{statistics.median(float(r['us']) for r in rs):.2f}"
+            sp = [float(r["speedup"]) for r in rs if r["speedup"] != ""]
+            if sp:
+                row["speedup"] = f"{statistics.median(sp):.3f}"
+                row["spread"] = f"{min(sp):.3f}-{max(sp):.3f}"
+        out[key] = row
+    return out
 
 
 def markdown(rows: Sequence[dict[str, Any]], stats: Sequence[VariantStats], args: argparse.Namespace,
-             env: list[str], total_s: float) -> str:
+             env: list[str], total_s: float, setup: dict[str, float] | None = None) -> str:
     by = _by(rows)
     every = {(r["block"], r["variant"], int(r["M"])): r for r in rows if r["M"] != ""}  # error rows too
     out = [f"# End-to-end blocks inside torch.compile ({args.tag})", "",
@@ -672,7 +734,7 @@ def markdown(rows: Sequence[dict[str, Any]], stats: Sequence[VariantStats], args
                 + "---|---|---|---|"]
         for m in ms:
             cells = [by.get((block, v, m), {}).get("us", "-") for v in args.variants]
-            sp = [by.get((block, v, m), {}).get("speedup", "-") or "-" for v in args.variants if v != "inductor"]
+            sp = [_speedup_cell(by.get((block, v, m), {})) for v in args.variants if v != "inductor"]
             e = by.get((block, "eqsat", m), {})
             pred = f"{e.get('pred_speedup_whole', '-') or '-'} / {e.get('pred_speedup_region', '-') or '-'}"
             launches = " / ".join(str(by.get((block, v, m), {}).get("launches", "") or "-") for v in args.variants)
@@ -681,20 +743,30 @@ def markdown(rows: Sequence[dict[str, Any]], stats: Sequence[VariantStats], args
                        f"{checks} | {e.get('kernels_at_M', '-') or '-'} |")
         out.append("")
     out += ["## Compile time and the pass's share", "",
-            "| block | variant | compiles | compile s | pass s | pass / own compile | pass / Inductor's compile "
+            "Each variant's pass is made once per run and first runs on the warm-up graph (its one-off set-up: "
+            + (", ".join(f"{v} {t:.2f} s" for v, t in (setup or {}).items()) or "-")
+            + "); the times below are its calls on the blocks' graphs.", "",
+            "| block | variant | round | compiles | compile s | pass s | pass / own compile | pass / Inductor's compile "
             "| fused kernels emitted | eqsat ops in the graphs |",
-            "|---|---|---:|---:|---:|---:|---:|---|---|"]
+            "|---|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for s in stats:
-        out.append(f"| {s.block} | {s.variant} | {s.compiles} | {s.compile_s:.2f} | {s.pass_s:.3f} | "
+        out.append(f"| {s.block} | {s.variant} | {s.round + 1} | {s.compiles} | {s.compile_s:.2f} | {s.pass_s:.3f} | "
                    f"{_pct(s.share)} | {_pct(s.share_cold)} | {s.kernels} | {s.eqsat_ops}"
                    + (f" (error: {s.error})" if s.error else "") + " |")
     fails = [r for r in rows if r["check"] in ("FAIL", "error")]
     out += ["", f"Checks: {sum(r['check'] == 'ok' for r in rows)} ok, {len(fails)} failed or errored"
             f", {sum(r['check'] == 'skipped' for r in rows)} skipped."]
     out += [f"- {r['block']} {r['variant']} M={r['M']}: {r['check']} {r['detail']}" for r in fails]
-    out += ["", "Speedups are against `inductor` at the same M. Predicted: `eqsat.optimize` at sizes = M on the "
+    out += ["", "Speedups are against `inductor` at the same M" + (
+        f" in the same round, the median over {args.rounds} rounds (each a fresh compile of every variant) with "
+        "the rounds' range in brackets; µs the median over the rounds" if args.rounds > 1 else "") + ". Predicted: `eqsat.optimize` at sizes = M on the "
             "graph the pass saw; whole = t_inductor / (t_inductor - (before - after)).", ""]
     return "\n".join(out)
+
+
+def _speedup_cell(row: dict[str, Any]) -> str:
+    sp = row.get("speedup", "") or "-"
+    return f"{sp} ({row['spread']})" if row.get("spread") else sp
 
 
 def _pct(x: float) -> str:
@@ -772,8 +844,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--eqsat-sizes", default="range", help="'range' (the M list) or one int: where the pass costs")
     ap.add_argument("--residual", choices=("vllm", "hf"), default="vllm", help="fp32 fused add (vLLM) or bf16 add (HF)")
     ap.add_argument("--llama-quant", choices=("token", "group"), default="token")
-    ap.add_argument("--gemm", choices=("opaque", "inline"), default="opaque",
-                    help="fp8 GEMM as an opaque op reading q, s (default) or inline dequant + bf16 GEMM")
+    ap.add_argument("--gemm", choices=(*e2e_blocks.GEMMS, "inline"), default="dispatch",
+                    help="the fp8 GEMM (e2e_blocks.GEMMS, opaque ops reading q and s) or inline dequant + bf16 GEMM")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="compile and time every variant this many times, in turn (each round a fresh compile)")
+    ap.add_argument("--inductor-configs", choices=("default", "fixed"), default="default",
+                    help="fixed: Inductor's deterministic mode and no pointwise autotuning (no config timed at compile)")
     ap.add_argument("--exec", choices=("inductor", "fx"), default="inductor",
                     help="fx (CPU only): run the post-grad graph with FX instead of Inductor's code")
     ap.add_argument("--rep-ms", type=float, default=10.0, help="do_bench_cudagraph's rep (ms)")
@@ -808,7 +884,7 @@ def main(argv: Sequence[str] | None = None) -> Run:
     args = parse(argv)
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: use --dry-run on the CPU")
-    configure_torch()
+    configure_torch(args.inductor_configs == "fixed")
     if args.dry_run:
         torch.set_num_threads(1)  # wall-clock times on a shared CPU: no OpenMP threads spinning against each other
     for line in env_lines(not args.dry_run):

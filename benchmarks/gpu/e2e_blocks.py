@@ -5,10 +5,10 @@ residual, the add first as vLLM's ``RMSNorm.forward_static`` writes it: fp32 add
 HF's bf16 ``residual + hidden`` with ``residual="hf"``); vLLM's native fp8 quant (``QuantFP8``'s
 ``_quantize_group_native``, the values of ``native.native_group_quant``: group 128, scale = max|x| / 448
 floored at 1 / (448 * 512), float8_e4m3fn; per-token as ``QuantFP8.forward_native``); vLLM's
-``SiluAndMul.forward_native`` and ``RMSNormGated`` native; real GEMMs (``Linear``: an fp8 GEMM as an opaque op reading
-q and its scales, dequantise + ``@ w.t()`` in bf16 inside; ``gemm`` is the one place a GEMM is written, to be
-swapped for ``torch._scaled_mm`` later); attention as ``F.scaled_dot_product_attention`` (causal, the M tokens one
-sequence, no RoPE: elementwise work Inductor fuses and no rule reads).
+``SiluAndMul.forward_native`` and ``RMSNormGated`` native; real fp8 GEMMs (``Linear``: an opaque op reading q, its
+scales and the checkpoint's fp8 weight with its 128x128 block or per-channel scales, ``GEMMS``: AITER's Triton
+W8A8 GEMMs, ``torch._scaled_mm``, or dequantise + bf16 GEMM); attention as ``F.scaled_dot_product_attention``
+(causal, the M tokens one sequence, no RoPE: elementwise work Inductor fuses and no rule reads).
 
 - ``deepseek``: DeepSeek-V3 decoder layer, TP 8 (hidden 7168, q_lora 1536, kv_lora 512 + rope 64, 16 heads
   of qk 128 + 64 and v 128, dense MLP 18432 / 8): add + norm + group quant -> fused q_a/kv_a GEMM; q_a norm
@@ -51,31 +51,91 @@ BF16 = torch.bfloat16
 # -- the ops, as vLLM / Hugging Face write them ------------------------------------------------------------
 
 def gemm(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """The one GEMM call of every block (bf16 ``x @ w.t()``); swap it here for ``torch._scaled_mm``."""
+    """The bf16 GEMM of the unquantised projections (``x @ w.t()``)."""
     return x @ w.t()
 
 
-def dequant_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """W8A8 GEMM as a dequantise + bf16 GEMM: ``q`` [M, K] fp8, ``s`` [M, K / g] fp32 (g = K / s's last
-    dim: 128 for group quant, K for per-token), ``w`` [N, K] bf16."""
+def dequant(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """fp32 values of ``q`` [R, K] with scales ``s``: [R, 1] per row; [R, ceil(K / 128)] per group of 128;
+    [ceil(R / 128), ceil(K / 128)] per 128x128 block (a weight's)."""
+    r, k = q.shape
+    rows = 1 if s.shape[0] == r else G
+    cols = k if s.shape[-1] == 1 else G
+    full = s.repeat_interleave(rows, 0)[:r].repeat_interleave(cols, 1)[:, :k]
+    return q.float() * full
+
+
+def dequant_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+    """The W8A8 product as a dequantise of both operands (``dequant``) + a bf16 GEMM: ``q`` [M, K] fp8 with its
+    groups' or tokens' scales ``s``, ``wq`` [N, K] fp8 with its blocks' or channels' scales ``ws``."""
+    return gemm(dequant(q, s).to(BF16), dequant(wq, ws).to(BF16))
+
+
+def scaled_mm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+    """``torch._scaled_mm``: per token x per channel (s [M, 1], ws [N, 1]: row-wise), or activation groups
+    1x128 x weight blocks 128x128 (block-wise: the activation's scales outer-dim-major, as cuBLAS reads them)."""
+    if s.shape[-1] == 1:
+        return torch._scaled_mm(q, wq.t(), scale_a=s, scale_b=ws.t(), out_dtype=BF16)
+    return torch._scaled_mm(q, wq.t(), scale_a=s.t().contiguous().t(), scale_b=ws.t(), out_dtype=BF16)
+
+
+def aiter_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+    """AITER's Triton W8A8 GEMMs (from the installed wheel, loaded as the project loads AITER) with AITER's
+    tuned configs less the AMD-only options (``aiter.portable``): ``gemm_a8w8_blockscale`` for activation
+    groups 1x128 x weight blocks 128x128, ``gemm_a8w8`` for per token x per channel."""
+    from eqsat.library.aiter import portable, triton_module
+
     m, k = q.shape
-    g = k // s.shape[-1]
-    x = (q.float().view(m, k // g, g) * s.view(m, k // g, 1)).view(m, k).to(BF16)
-    return gemm(x, w)
+    n = wq.shape[0]
+    name = "gemm_a8w8" if s.shape[-1] == 1 else "gemm_a8w8_blockscale"
+    config = portable(triton_module(f"_triton_kernels.{name}")._get_config(m, n, k))
+    if s.shape[-1] == 1:
+        return triton_module(name).gemm_a8w8(q, wq, s, ws.t(), dtype=BF16, config=config)
+    return triton_module(name).gemm_a8w8_blockscale(q, wq, s, ws, BF16, config=config)
 
 
-@torch.library.custom_op("e2e::w8a8_gemm", mutates_args=())
-def w8a8_gemm(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """An fp8 GEMM as a model calls one: an opaque op reading q and its scales from memory (as a
-    blockscale GEMM does), here computed as ``dequant_gemm`` inside, the same in every variant."""
-    return dequant_gemm(q, s, w)
+def dispatch_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+    """The fastest correct of the two per shape on the H200 (``benchmarks/results/gemm_h200.md``), as vLLM picks
+    a W8A8 GEMM per shape: per token, cuBLAS; block-wise, AITER's Triton GEMM at M <= 64 (its tuned small-M
+    configs; cuBLAS has no block-wise kernel at M = 1) and where cuBLAS's block-wise result is wrong (K / 128
+    not a multiple of 4: K = 2304, DeepSeek's down projection), cuBLAS otherwise (AITER's AMD-tuned large-M
+    configs run 30-150x slower on the H200)."""
+    if s.shape[-1] > 1 and (q.shape[0] <= 64 or s.shape[-1] % 4):
+        return aiter_gemm(q, s, wq, ws)
+    return scaled_mm(q, s, wq, ws)
 
 
-@w8a8_gemm.register_fake
-def _(q: torch.Tensor, s: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    return q.new_empty((q.shape[0], w.shape[0]), dtype=BF16)
+GEMMS: dict[str, Callable[..., torch.Tensor]] = {"dequant": dequant_gemm, "scaled_mm": scaled_mm,
+                                                  "aiter": aiter_gemm, "dispatch": dispatch_gemm}
+"""The fp8 GEMMs a block can run, each an opaque op ``e2e::w8a8_<name>`` (q, s, wq, ws) -> bf16 [M, N]
+(on the CPU every one computes ``dequant_gemm``)."""
 
 
+def _register(name: str, fn: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
+    @torch.library.custom_op(f"e2e::w8a8_{name}", mutates_args=())
+    def op(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+        return (fn if q.is_cuda else dequant_gemm)(q, s, wq, ws)
+
+    @op.register_fake
+    def _(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+        return q.new_empty((q.shape[0], wq.shape[0]), dtype=BF16)
+
+    return op
+
+
+W8A8 = {name: _register(name, fn) for name, fn in GEMMS.items()}
+
+
+def quant_weight(w: torch.Tensor, per_channel: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """A checkpoint's fp8 weight: 128x128 blocks (DeepSeek's; scales [ceil(N / 128), ceil(K / 128)], the
+    last blocks partial) or per output channel (scales [N, 1]); scale = max|w| / 448 over the block."""
+    n, k = w.shape
+    rows, cols = (1, k) if per_channel else (G, G)
+    pn, pk = -n % rows, -k % cols
+    blocks = F.pad(w.float(), (0, pk, 0, pn)).view((n + pn) // rows, rows, (k + pk) // cols, cols)
+    s = (blocks.abs().amax(dim=(1, 3)) / FP8_MAX).clamp(min=1e-12)
+    q = (blocks / s[:, None, :, None]).clamp(-FP8_MAX, FP8_MAX).to(FP8).view(n + pn, k + pk)[:n, :k]
+    return q.contiguous(), s
 
 
 def group_quant(x: torch.Tensor, group_size: int = G) -> tuple[torch.Tensor, torch.Tensor]:
@@ -160,22 +220,33 @@ class RMSNormGated(nn.Module):
 
 
 class Linear(nn.Module):
-    """A bf16 weight [N, K] (the dequantised checkpoint weight), applied to an fp8 (q, scale) pair or,
-    for the unquantised projections, to a bf16 activation. ``opaque``: the fp8 GEMM is ``w8a8_gemm`` (q and
-    s read from memory); else ``dequant_gemm`` inline (Inductor may fuse the dequant into the quant)."""
-
-    opaque = True
+    """A projection [N, K]: applied to a bf16 activation, a bf16 GEMM with the dequantised weight; to an fp8
+    (q, scale) pair, an fp8 GEMM with the fp8 weight (128x128 blocks for group-quantised activations, per
+    channel for per-token ones): ``gemm`` names it (``GEMMS``: each an opaque op reading q and s from memory,
+    as a real W8A8 GEMM does), or ``"inline"``: ``dequant_gemm`` written in the graph (Inductor may then fuse
+    the activation's dequant into its quant)."""
 
     def __init__(self, k: int, n: int, bias: bool = False) -> None:
         super().__init__()
+        self.gemm = "dispatch"
         self.weight = nn.Parameter(torch.empty(n, k, dtype=BF16), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(n, dtype=BF16), requires_grad=False) if bias else None
 
+    def quantize(self) -> None:
+        """The fp8 checkpoint weights from ``weight``, both layouts; ``weight`` becomes their block dequant."""
+        for name, per_channel in (("block", False), ("channel", True)):
+            q, s = quant_weight(self.weight.data, per_channel)
+            self.register_buffer(f"wq_{name}", q)
+            self.register_buffer(f"ws_{name}", s)
+        self.weight.data = dequant(self.wq_block, self.ws_block).to(BF16)
+
     def forward(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
-        if scale is None:
-            y = gemm(x, self.weight)
+        if scale is None or x.dtype != FP8:  # bf16, or the fp8 noise floor's unquantised reference
+            y = gemm(x.to(BF16), self.weight)
         else:
-            y = (w8a8_gemm if self.opaque else dequant_gemm)(x, scale, self.weight)
+            layout = "channel" if scale.shape[-1] == 1 else "block"
+            wq, ws = getattr(self, f"wq_{layout}"), getattr(self, f"ws_{layout}")
+            y = (dequant_gemm if self.gemm == "inline" else W8A8[self.gemm])(x, scale, wq, ws)
         return y if self.bias is None else y + self.bias
 
 
@@ -424,12 +495,15 @@ BLOCKS: dict[str, Callable[..., Block]] = {
 (``init_weights`` fills them)."""
 
 
-def build(name: str, device: torch.device | str, tiny: bool = False, gemm: str = "opaque", **options: str) -> Block:
-    """Block ``name`` with its weights initialised, on ``device``, in eval mode; ``gemm``: ``"opaque"``
-    or ``"inline"`` (``Linear.opaque``)."""
+def build(name: str, device: torch.device | str, tiny: bool = False, gemm: str = "dispatch", **options: str) -> Block:
+    """Block ``name`` with its weights initialised and quantised, on ``device``, in eval mode; ``gemm``: its
+    fp8 GEMM (a ``GEMMS`` name or ``"inline"``, ``Linear.gemm``)."""
+    if gemm not in (*GEMMS, "inline"):
+        raise ValueError(f"unknown gemm {gemm!r}: one of {', '.join((*GEMMS, 'inline'))}")
     block = BLOCKS[name](tiny=tiny, **options)
+    init_weights(block)
     for m in block.modules():
         if isinstance(m, Linear):
-            m.opaque = gemm == "opaque"
-    init_weights(block)
+            m.gemm = gemm
+            m.quantize()
     return block.to(device).eval()

@@ -1,8 +1,9 @@
 """H200 calibration for the cost model: fused AITER Triton kernels vs their unfused parts vs Inductor.
 
-Runs on the lent NVIDIA H200 (see /work/.library/device/README.md). It times, for a grid of shapes
-M x N (silu: the input is (M, 2N)), group size G = 128, bf16 activations, fp8 = float8_e4m3fn (max 448),
-eps 1e-6, with ``triton.testing.do_bench_cudagraph`` (CUDA-graph replay, median):
+Runs on the lent NVIDIA H200 (see /work/.library/device/README.md). It times, for M in a list and N
+a grid (set ``grid``; silu: the input is (M, 2N)) or each model's own width (set ``models``), group
+size G = 128, bf16 activations, fp8 = float8_e4m3fn (max 448), eps 1e-6, with
+``triton.testing.do_bench_cudagraph`` (CUDA-graph replay, median):
 
   fused (AITER Triton, loaded from the installed amd-aiter wheel, aiter/__init__.py never runs)
     rms_group_quant        fused_rms_fp8_group_quant(x, w, eps, group_size=128)
@@ -15,6 +16,13 @@ eps 1e-6, with ``triton.testing.do_bench_cudagraph`` (CUDA-graph replay, median)
     silu_mul               eager F.silu(x[:, :N]) * x[:, N:] (2 kernels)
   Inductor: torch.compile(dynamic=False) of vLLM's native decomposition (see native_* below)
     inductor:rms_group_quant, inductor:add_rms_group_quant, inductor:silu_group_quant
+  set ``models`` (calibration_cases.WIDTHS), each with its Inductor twin inductor:<key>
+    add_rms_pad            fused_add_rmsnorm_pad(x, w, eps, r, 256), gpt-oss N = 2880 (padded to 3072)
+    rms_static_quant       fused_rms_fp8_per_tensor_static_quant(x, w, eps, s), Llama N = 4096
+    add_rms_static_quant   the same with res1=r
+    mla_dual_rms_norm_group_quant  fused_rms_fp8_group_quant(q_c, qw, eps, kv_c, kvw, eps): DeepSeek's
+                           q latent (N = 1536) normed and group-quantized, its kv latent (512) normed, both
+                           split views of one (M, 1536 + 512 + 64) projection
 
 Every kernel that produces fp8 is checked against the eager native decomposition on fresh random inputs:
 the dequantised q*s must lie within 1.5 fp8 steps (step taken at the reference magnitude) of the
@@ -32,6 +40,10 @@ a = 2 bytes bf16, w = 2 bytes weight, q = 1 byte fp8, s = 4 bytes fp32 scale, G 
     group_quant                                        R = M*N*2              W = M*N + M*G*4
     silu_mul (eager, two kernels)                      silu: R = M*N*2, W = M*N*2; mul: R = 2*M*N*2, W = M*N*2
                                                        total 10*M*N
+    add_rms_pad (P = N rounded up to 256)              R = 2*M*N*2 + N*2      W = M*P*2 + M*N*2
+    rms_static_quant (s: 4 bytes)                      R = M*N*2 + N*2 + 4    W = M*N
+    add_rms_static_quant                               R = 2*M*N*2 + N*2 + 4  W = M*N + M*N*2
+    mla_dual_rms_norm_group_quant (K = 512)            R = M*(N+K)*2 + (N+K)*2  W = M*N + M*G*4 + M*K*2
 The Inductor rows count the op's minimum (as if Inductor emitted one kernel); ``launches`` says how many
 kernels it really emitted. ``launches`` is counted with the PyTorch profiler (kernel events of one call);
 if the profiler fails, the expected count is written instead (the detail file says which).
@@ -52,7 +64,8 @@ fetched with `python3 -m pip download --no-deps --only-binary=:all: --python-ver
         "--budget-s 480 2>&1 | tee $OUT/h200_calibration.log")
 
 then copy $OUT/h200_calibration*.{csv,log} into benchmarks/results/. Subsets: --M 1 4096 --N 7168 --keys
-rms_group_quant inductor:rms_group_quant. --warm-workers K first compiles every kernel (AITER JIT and
+rms_group_quant inductor:rms_group_quant; --set models: only the models' keys, at their own widths
+(--N overrides the widths of every key measured). --warm-workers K first compiles every kernel (AITER JIT and
 Inductor) in K parallel processes to fill the on-disk caches; the timing itself always runs in one process.
 --dry-run runs the plumbing on the CPU (TRITON_INTERPRET=1, no timing) for a quick local check.
 
@@ -71,7 +84,16 @@ import time
 import traceback
 
 from aiter_triton import load_aiter
-from calibration_cases import EXPECTED_LAUNCHES, KEYS, make_case, make_inputs, min_bytes
+from calibration_cases import (
+    EXPECTED_LAUNCHES,
+    GROUPED,
+    KEYS,
+    SETS,
+    make_case,
+    make_inputs,
+    min_bytes,
+    widths,
+)
 from gpu_timing import (
     bench,
     copy_bandwidth,
@@ -88,8 +110,13 @@ DEFAULT_M = [1, 8, 64, 256, 1024, 4096, 8192]
 DEFAULT_N = [1536, 2048, 4096, 7168]
 
 
-def shapes_of(args):
-    return [(M, N) for N in args.N for M in args.M]
+def plan(args):
+    """(M, N, keys) to measure: each key at every M and at --N, else at its widths (its model's or the grid's)."""
+    by_n: dict[int, list[str]] = {}
+    for key in args.keys:
+        for n in args.N or widths(key, DEFAULT_N):
+            by_n.setdefault(n, []).append(key)
+    return [(M, N, keys) for N, keys in by_n.items() for M in args.M]
 
 
 def run_warm(args):
@@ -100,10 +127,10 @@ def run_warm(args):
     dev = "cpu" if args.dry_run else "cuda"
     A, _ = load_aiter(cpu=args.dry_run)
     i, k = (int(v) for v in args.shard.split("/"))
-    shapes = shapes_of(args)[i::k]
-    for M, N in shapes:
+    shapes = plan(args)[i::k]
+    for M, N, keys in shapes:
         inp = make_inputs(M, N, args.G, dev, seed=1000 + M * 7 + N)
-        for key in args.keys:
+        for key in keys:
             try:
                 fn, _, _ = make_case(key, M, N, args.G, A, dev, inp)
                 fn()
@@ -127,8 +154,7 @@ def spawn_warm(args):
         str(args.G),
         "--M",
         *map(str, args.M),
-        "--N",
-        *map(str, args.N),
+        *(["--N", *map(str, args.N)] if args.N else []),
         "--keys",
         *args.keys,
     ] + (["--dry-run"] if args.dry_run else [])
@@ -183,11 +209,11 @@ def run_main(args):
     )
     summary = {}
     stopped = False
-    for M, N in shapes_of(args):
+    for M, N, keys in plan(args):
         if stopped:
             break
         inp = make_inputs(M, N, args.G, dev, seed=M * 7 + N)
-        for key in args.keys:
+        for key in keys:
             if time.time() - t_start > args.budget_s:
                 log(f"[budget] {args.budget_s} s spent: stopping before {key} M={M} N={N}")
                 stopped = True
@@ -211,6 +237,8 @@ def run_main(args):
                     try:
                         launches, names = count_launches(fn)
                         lsrc = "profiler"
+                        if launches != EXPECTED_LAUNCHES[key]:  # a twin's: the Twin(launches) its row prices
+                            log(f"[launches] {key} M={M} N={N}: {launches}, expected {EXPECTED_LAUNCHES[key]}")
                     except Exception as e:  # noqa: BLE001
                         launches, lsrc = EXPECTED_LAUNCHES[key], f"assumed ({type(e).__name__})"
                     us, meds = bench(fn, args.rep_ms, args.repeats)
@@ -268,20 +296,29 @@ def run_main(args):
     fdet.close()
     if not args.dry_run:
         gpu_state("end")
-    # short table last: fused vs unfused vs inductor at the largest shape measured
+    # short table last: fused vs unfused vs inductor at M = 1 and 4096, at the grid's ends and the models' widths
     log("\nsummary (us): key M N")
     for (key, M, N), us in summary.items():
-        if M in (1, 4096) and N in (1536, 7168):
-            log(f"  {key:30s} {M:5d} {N:5d} {us:9.3f}")
+        if M in (1, 4096) and N in (1536, 7168, *(n for k in SETS["models"] for n in widths(k, []))):
+            log(f"  {key:40s} {M:5d} {N:5d} {us:9.3f}")
     log(f"total wall {time.time() - t_start:.1f} s; csv rows {len(summary)}")
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(
+        description=__doc__.split("\n")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="sets of keys (--set):\n" + "\n".join(f"  {n}: {' '.join(k)}" for n, k in SETS.items())
+        + "\nonly the models' keys (gpt-oss pad, Llama static quant, DeepSeek MLA, and their Inductor twins):"
+        "\n  measure.py --set models --out $OUT --warm-workers 7",
+    )
     ap.add_argument("--M", type=int, nargs="+", default=DEFAULT_M)
-    ap.add_argument("--N", type=int, nargs="+", default=DEFAULT_N)
+    ap.add_argument("--N", type=int, nargs="+", default=None,
+                    help=f"widths for every key (default: a models key's own, else {' '.join(map(str, DEFAULT_N))})")
     ap.add_argument("--G", type=int, default=128, help="quant group size")
-    ap.add_argument("--keys", nargs="+", default=KEYS, choices=KEYS)
+    keys = ap.add_mutually_exclusive_group()
+    keys.add_argument("--keys", nargs="+", default=KEYS, choices=KEYS)
+    keys.add_argument("--set", choices=sorted(SETS), help="measure only this set of keys (see below)")
     ap.add_argument(
         "--out", default=os.environ.get("OUT") or os.path.join(os.path.dirname(__file__), "..", "results")
     )
@@ -302,8 +339,10 @@ def main(argv=None):
         "--dry-run", action="store_true", help="CPU plumbing check under TRITON_INTERPRET=1, no timing"
     )
     args = ap.parse_args(argv)
-    if any(n % args.G for n in args.N):
-        ap.error("every N must be a multiple of G")
+    if args.set:
+        args.keys = SETS[args.set]
+    if any(n % args.G for M, n, ks in plan(args) if set(k.split(":")[-1] for k in ks) & GROUPED):
+        ap.error("the N of every group-quant key must be a multiple of G")
     if args.dry_run:
         os.environ.setdefault("TRITON_INTERPRET", "1")
     if args.warm_only:

@@ -34,13 +34,55 @@ def native_rms_group_quant(x, w):
     return native_group_quant(native_rms(x, w))
 
 
-def native_add_rms_group_quant(x, r, w):
+def native_add_rms(x, r, w, eps: float = EPS):
+    """vLLM's ``RMSNorm.forward_static`` with a residual: the norm of the fp32 sum, the sum rounded as
+    the new residual. Returns (normed, residual)."""
     xf = x.float() + r.float()
-    res = xf.to(x.dtype)
     var = xf.pow(2).mean(dim=-1, keepdim=True)
-    y = (xf * (var + EPS).rsqrt()).to(x.dtype) * w
+    return (xf * (var + eps).rsqrt()).to(x.dtype) * w, xf.to(x.dtype)
+
+
+def native_add_rms_group_quant(x, r, w):
+    y, res = native_add_rms(x, r, w)
     q, s = native_group_quant(y)
     return q, s, res
+
+
+def native_static_quant(y, scale):
+    """vLLM's static per-tensor ``QuantFP8.forward_native``: ``x32 * (1 / scale)``, clamped, cast."""
+    import torch
+
+    return (y.float() * scale.reciprocal()).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn)
+
+
+def native_rms_static_quant(x, w, scale):
+    return native_static_quant(native_rms(x, w), scale)
+
+
+def native_add_rms_static_quant(x, r, w, scale):
+    y, res = native_add_rms(x, r, w)
+    return native_static_quant(y, scale), res
+
+
+def native_add_rms_pad(x, r, w, multiple: int):
+    """gpt-oss: the fused-add norm zero-padded on the right to a multiple (``F.pad``). Returns (padded, residual)."""
+    import torch.nn.functional as F
+
+    y, res = native_add_rms(x, r, w)
+    return F.pad(y, (0, -y.shape[-1] % multiple)), res
+
+
+def mla_latents(p, q_width: int, kv_width: int):
+    """DeepSeek's split of the q/kv projection: (q_c, kv_c), strided views of ``p``."""
+    q_c, kv_lora = p.split([q_width, p.shape[-1] - q_width], -1)
+    return q_c, kv_lora[:, :kv_width]
+
+
+def native_mla_rms_group_quant(p, qw, kvw):
+    """DeepSeek's MLA: q_c normed and group-quantized, kv_c normed (widths from the weights)."""
+    q_c, kv_c = mla_latents(p, qw.shape[0], kvw.shape[0])
+    q, s = native_rms_group_quant(q_c, qw)
+    return q, s, native_rms(kv_c, kvw)
 
 
 def native_silu_group_quant(x):

@@ -12,6 +12,7 @@ made, this one has nothing to add (``eqsat.engine.reach`` uses it). Rendering to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from eqsat.core.facts import encode_actions, encode_query
 from eqsat.core.spec import Numerics
@@ -28,8 +29,18 @@ class Rule:
 
     def egglog(self, ruleset: str) -> str:
         """The egglog rule; its fact forms read and state the packed facts (``eqsat.core.facts``)."""
-        return (f"(rule ({' '.join(encode_query(self.query))}) ({' '.join(encode_actions(self.actions))}) "
-                f':ruleset {ruleset} :name "{self.name}")')
+        try:
+            return _rendered(self, ruleset)
+        except TypeError:  # unhashable (a list where a tuple belongs): render it
+            return _render(self, ruleset)
+
+
+def _render(r: Rule, ruleset: str) -> str:
+    return (f"(rule ({' '.join(encode_query(r.query))}) ({' '.join(encode_actions(r.actions))}) "
+            f':ruleset {ruleset} :name "{r.name}")')
+
+
+_rendered = cache(_render)  # a pure function of two immutable values (each engine and uuid() renders)
 
 
 def rewrite(name: str, lhs: str, rhs: str, *when: str, numerics: Numerics = "exact",

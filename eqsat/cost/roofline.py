@@ -5,7 +5,10 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
 
 - Catalog ops are costed by their row's traffic formula; the profile's ``kernels`` table, fitted
   from measurements (``eqsat.cost.calibrate``), gives each calibration key its own latency and
-  effective bandwidth, and the profile's defaults cover keys never measured.
+  effective bandwidth, and the profile's defaults cover keys never measured. An Inductor twin's key
+  never measured is priced no faster than its fused kernel's line nor the defaults, streaming at
+  ``INDUCTOR_PRIOR`` of that bandwidth: without a measurement, Inductor's code for a chain never beats
+  the kernel written for it (same bytes, at least as many launches).
 - Generic ATen ops are one kernel each that reads its inputs and writes its output.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties.
 - Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
@@ -29,8 +32,10 @@ from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
 from eqsat.core.ir import ZERO_COST_OPS
 from eqsat.core.spec import Operand, Traffic
 from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.inductor import TWIN_KEY
 
 VIEW_US = 1e-6
+INDUCTOR_PRIOR = 0.75  # an unmeasured Inductor twin's share of its fused kernel's (or the default) bandwidth
 MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
 
 
@@ -52,9 +57,18 @@ class Profile:
     description: str = ""
     platform: str = "any"  # where its kernels run (a row's ``platforms``): a row not there is no candidate
 
-    def time_us(self, t: Traffic, key: str = "") -> float:
+    def line(self, key: str) -> tuple[float, float]:
+        """(µs per launch, GB/s) of calibration key ``key`` (see the module docstring)."""
         k = self.kernels.get(key)
-        launch, bw = (k.launch_us, k.bandwidth_gbps) if k else (self.launch_us, self.bandwidth_gbps)
+        if k is not None:
+            return k.launch_us, k.bandwidth_gbps
+        if key.startswith(TWIN_KEY):
+            launch, bw = self.line(key.removeprefix(TWIN_KEY))
+            return max(launch, self.launch_us), min(bw, self.bandwidth_gbps) * INDUCTOR_PRIOR
+        return self.launch_us, self.bandwidth_gbps
+
+    def time_us(self, t: Traffic, key: str = "") -> float:
+        launch, bw = self.line(key)
         return t.launches * launch + t.bytes / (bw * 1e3)
 
     def to_json(self) -> str:

@@ -9,7 +9,9 @@ read by egglog's ``input`` command, and the ``load`` ruleset, run once, builds e
 sets its facts, and deletes the rows it read; a ``Leaf`` has no loader: its class is ``(Fx i)``
 itself, which its facts or its readers make (``eqsat.core.ir``). The schema (sort ``T``, the fact
 functions, the shared relation) is declared once per :class:`Engine`; a rule, a constructor and a
-constructor's loader once, the first time a graph needs it (``eqsat.engine.reach``).
+constructor's loader once, the first time a graph needs it (``eqsat.engine.reach``). What an engine knows
+before it declares anything (constructors, staged rules, reach) is its plan, worked out once per process
+for a catalog and a rule list (``eqsat.engine.plan``).
 """
 
 from __future__ import annotations
@@ -24,32 +26,21 @@ from pathlib import Path
 
 from egglog import bindings as eb
 
-from eqsat.core.ir import FIXED_CONSTRUCTORS, LEAF, RULESET, constructor, schema
+from eqsat.core.ir import LEAF, RULESET, constructor, schema
 from eqsat.core.rule import Rule
 from eqsat.core.spelling import VocabIndex, Vocabulary
 from eqsat.cost.roofline import CostMemo, Profile, Sizes, size_points
 from eqsat.engine import rows as load_rows
-from eqsat.engine.reach import Reach
+from eqsat.engine.plan import plan
 from eqsat.engine.rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.engine.saturate import SizeBound
-from eqsat.engine.staging import WITNESS, WITNESS_SORTS, stage, stage_all
+from eqsat.engine.staging import WITNESS
 from eqsat.fx.importer import Imported
 from eqsat.fx.output_layouts import OutputLayouts
 from eqsat.kernels.catalog import Catalog
 
 CLEAR = "clear"
 _SPAN = eb.RustSpan("eqsat", 0, 0)
-
-
-def constructors(catalog: Catalog) -> dict[str, tuple[str, ...]]:
-    """Every constructor an engine for ``catalog`` knows, with its argument sorts: the fixed ones, the
-    catalog's rows and staging's ``Witness`` (``eqsat.engine.staging``)."""
-    table = {**FIXED_CONSTRUCTORS, WITNESS: WITNESS_SORTS}
-    for spec in catalog:
-        if spec.name in table:
-            raise ValueError(f"catalog entry {spec.name!r} clashes with a built-in constructor")
-        table[spec.name] = spec.egglog_sorts()
-    return table
 
 
 def _scratch() -> Path:
@@ -109,12 +100,13 @@ class Engine:
     """
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
-        self.constructors = constructors(catalog)
         self.catalog, self.given = catalog, tuple(rules)
-        self.rules = stage_all(self.given, self.constructors)  # what egglog runs (eqsat.engine.staging)
-        self._stages = {r.name: stage(r, self.constructors) for r in self.given}
+        known = plan(catalog, self.given)  # shared by the engines for this catalog and these rules
+        self.constructors = dict(known.constructors)
+        self.rules = known.rules  # what egglog runs (eqsat.engine.staging)
+        self._stages = known.stages
         self.extractable = {c: s for c, s in self.constructors.items() if c != WITNESS}
-        self.reach = Reach.of(self.rules, self.constructors)
+        self.reach = known.reach
         self._rule_index = {r.name: k for k, r in enumerate(self.rules)}  # into reach.needs / reach.makes
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
         self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok

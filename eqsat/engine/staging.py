@@ -117,7 +117,3 @@ def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, .
     check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics, r.family,
                  r.converse)
     return match, check
-
-
-def stage_all(rules: Iterable[Rule], constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, ...]:
-    return tuple(s for r in rules for s in stage(r, constructors))

@@ -80,6 +80,10 @@ class Catalog:
 
     def fingerprint(self) -> str:
         """A description of every row, the same in every process (for cache keys)."""
+        return self._fingerprint
+
+    @cached_property
+    def _fingerprint(self) -> str:  # each uuid() of a pass asks (Inductor: a few times a graph)
         return "\n".join(stable(s) for s in self.specs)
 
 

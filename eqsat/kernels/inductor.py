@@ -4,8 +4,9 @@ the native ATen chain, which Inductor compiles into ``Twin.launches`` kernels.
 A twin has the fused row's parameters, outputs (its semantics) and boundary traffic, under its own
 calibration key ``inductor:<key>``, so a measured profile decides per shape between the AITER
 kernel, the unfused kernels and Inductor. No vocabulary spells it: the emitter inlines ``expand``,
-the composition of the semantic rows' ``reference`` along the fused row's outputs. ``rounding``:
-Inductor's fp32 evaluation order may differ from the reference.
+the composition of the semantic rows' ``reference`` along the fused row's outputs (a fused row those
+outputs name, as MLA's quant rows name the dual norm, is the composition of its own outputs).
+``rounding``: Inductor's fp32 evaluation order may differ from the reference.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from eqsat.core.sexp import Sexp, parse
+from eqsat.core.sexp import Sexp, calls, parse
 from eqsat.core.spec import KernelSpec, Traffic, TrafficFn
 
 ANY_PLATFORM = frozenset({"any"})
@@ -69,6 +70,9 @@ def twins(rows: Iterable[KernelSpec]) -> tuple[KernelSpec, ...]:
     """The twin of every row of ``rows`` that asks for one (``rows`` also holds the semantic rows)."""
     rows = tuple(rows)
     refs = tuple((r.name, r.reference) for r in rows if r.reference is not None)
+    named = {c[0] for r in rows if r.inductor is not None for o in r.outputs or () for c in calls(parse(o))}
+    refs += tuple((r.name, Composition(r.param_names, r.outputs, refs)) for r in rows
+                  if r.outputs is not None and r.name in named)
     return tuple(_twin(r, refs) for r in rows if r.inductor is not None)
 
 

@@ -28,6 +28,10 @@ KERNELS = (  # (module under aiter.ops.triton, wrapper)
 )
 
 
+ARCH_INFO = "aiter.ops.triton.utils._triton.arch_info"
+AMD_ONLY = frozenset({"waves_per_eu", "matrix_instr_nonkdim", "kpack"})  # AMD backend compile options
+
+
 class AiterMissing(RuntimeError):
     """AITER's Triton kernels cannot be loaded in this process."""
 
@@ -63,17 +67,18 @@ def stub_package(d: str) -> None:
     dtypes.i8, dtypes.i32 = torch.int8, torch.int32  # type: ignore[attr-defined]
     sys.modules["aiter.dtypes"] = dtypes
     pkg.dtypes = dtypes  # type: ignore[attr-defined]
-    arch = types.ModuleType("aiter.ops.triton.utils._triton.arch_info")
+    arch = types.ModuleType(ARCH_INFO)
     arch.get_arch = lambda: "gfx950"  # type: ignore[attr-defined]
     arch.get_device = lambda: "MI350X"  # type: ignore[attr-defined]
     arch.is_fp4_avail = lambda: False  # type: ignore[attr-defined]
     arch.is_fp8_avail = lambda: True  # type: ignore[attr-defined]
-    sys.modules["aiter.ops.triton.utils._triton.arch_info"] = arch
+    sys.modules[ARCH_INFO] = arch
 
 
 @cache
-def triton_kernels() -> types.SimpleNamespace:
-    """AITER's Triton wrappers by name (``KERNELS``); raises :class:`AiterMissing` with the fix."""
+def triton_module(name: str) -> types.ModuleType:
+    """``aiter.ops.triton.<name>`` from the installed wheel (on top of the stand-ins where ``import aiter``
+    cannot run); raises :class:`AiterMissing` with the fix."""
     d = aiter_dir()
     if d is None or importlib.util.find_spec("triton") is None:
         raise AiterMissing("AITER's Triton kernels are not installed: pip install --no-deps amd-aiter (and triton)")
@@ -84,8 +89,22 @@ def triton_kernels() -> types.SimpleNamespace:
             stub_package(d)
     elif "aiter" not in sys.modules or not hasattr(sys.modules["aiter"], "__path__"):
         stub_package(d)
-    return types.SimpleNamespace(**{name: getattr(importlib.import_module(f"aiter.ops.triton.{mod}"), name)
-                                    for mod, name in KERNELS})
+    stand_in = sys.modules.get(ARCH_INFO)
+    if stand_in is not None and stand_in.__spec__ is None:  # `import <ARCH_INFO> as` reads its parent's attribute
+        importlib.import_module(ARCH_INFO.rpartition(".")[0]).arch_info = stand_in  # type: ignore[attr-defined]
+    return importlib.import_module(f"aiter.ops.triton.{name}")
+
+
+def portable(config: dict[str, object]) -> dict[str, object]:
+    """An AITER tuning config without the options only AMD's Triton backend reads (``AMD_ONLY``), so a
+    wrapper that passes its config to the kernel also launches on a CUDA GPU."""
+    return {k: v for k, v in config.items() if k not in AMD_ONLY}
+
+
+@cache
+def triton_kernels() -> types.SimpleNamespace:
+    """AITER's Triton wrappers by name (``KERNELS``); raises :class:`AiterMissing` with the fix."""
+    return types.SimpleNamespace(**{name: getattr(triton_module(mod), name) for mod, name in KERNELS})
 
 
 def rows2d(fn):  # noqa: ANN001, ANN201  (a decorator over kernels of varying signature)

@@ -59,7 +59,7 @@ class ShowingPass(eqsat.EqSatPass):
         times = []
         for gm in copies[:20]:  # as a compile runs the pass: rules declared once, Inductor recompiles
             start = time.perf_counter()
-            eqsat.optimize(gm, self.options, engine=self._engine, recompile=False)
+            eqsat.optimize(gm, self.options, engine=self.engine, recompile=False)
             times.append((time.perf_counter() - start) * 1e3)
         start = time.perf_counter()
         eqsat.optimize(copies[20], self.options, recompile=False)

@@ -260,12 +260,14 @@ def test_pass_alone_rewrites_real_vllm_ir_graph_per_compile_size():
 
 def test_backend_can_deepcopy_the_config_after_the_pass_ran():
     """Every VllmBackend (one per compiled model: the main model, a drafter, an encoder) deep-copies
-    inductor_compile_config in __init__, so the pass must survive a deepcopy after it has run."""
+    inductor_compile_config in __init__, so the pass must survive a deepcopy after it has run; the copy
+    shares the pass's engine, so the backend's first graph runs warm."""
     p = VllmEqSatPass()
     p(trace_tokens(layer, *inputs(32)).graph)
     vc = vllm_config(p)
     with set_current_vllm_config(vc):
-        VllmBackend(vc)  # deep-copies the config: the pass leaves its egglog engine behind (__getstate__)
+        backend = VllmBackend(vc)  # deep-copies the config
+    assert backend.inductor_config[KEY].engine is p.engine is not None
     assert copy.deepcopy(p).uuid() == p.uuid()
 
 

@@ -12,6 +12,8 @@ unit inner stride), recorded by ``mla-latents`` as a witness ``(MlaLatents q kv)
 the fuse query reads, so egglog plans it as one bag (a query over the whole split chain plans as
 several, whose joins are unsound). Eps are independent. Constraints: bf16/fp16, 1-D contiguous
 weights of the input dtype, widths up to 8192, group sizes powers of two in 16..256 dividing q's width.
+The group quant row's Inductor twin is three launches: q's norm and its group quant (two reductions of
+different ranges, as ``rms_group_quant``'s twin) and kv's norm (Inductor does not merge independent kernels).
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from eqsat.core.spec import (
     KernelSpec,
     OpDef,
     Traffic,
+    Twin,
     contiguous,
     dtype_accepted,
+    last_dim_divisible,
     params,
     power_of_two,
     rank,
@@ -97,10 +101,10 @@ _QT = f"(QuantToken (Get {_K} 0) dt)"
 
 
 def _row(name: str, sig: str, outputs: tuple[str, ...], quant: str, constraints: tuple[str, ...],
-         doc: str, platforms: frozenset[str] = _HIP) -> KernelSpec:
+         doc: str, platforms: frozenset[str] = _HIP, inductor: Twin | None = None) -> KernelSpec:
     return KernelSpec(name, params(sig), DualTraffic(quant), outputs=outputs,
                       constraints=(*dtype_accepted(name, "q"), *constraints), dtypes=ACT_DTYPES, numerics="rounding",
-                      platforms=platforms, calibration_key=name.removeprefix("K_"), doc=doc)
+                      platforms=platforms, calibration_key=name.removeprefix("K_"), doc=doc, inductor=inductor)
 
 
 ROWS: tuple[KernelSpec, ...] = (
@@ -111,7 +115,8 @@ ROWS: tuple[KernelSpec, ...] = (
     _row("K_mla_dual_rms_norm_group_quant", f"{_DUAL} G:i64 dt:dtype", (f"(Get {_QG} 0)", f"(Get {_QG} 1)",
          f"(Get {_K} 1)"), "group", group_constraints("q", "G"),
          "AITER fused_qk_rmsnorm_group_quant (HIP; Triton fused_rms_fp8_group_quant with a second input):"
-         " outputs (q_fp8, q_scale [M, Nq / G], kv_normed)", _HIP | {"triton"}),
+         " outputs (q_fp8, q_scale [M, Nq / G], kv_normed)", _HIP | {"triton"},
+         Twin(3, (*same_dtype("q", "qw"), *same_dtype("kv", "kvw"), *last_dim_divisible("q", "G")))),
     _row("K_mla_dual_rms_norm_per_token_quant", f"{_DUAL} dt:dtype", (f"(Get {_QT} 0)", f"(Get {_QT} 1)",
          f"(Get {_K} 1)"), "token", (),
          "AITER HIP fused_qk_rmsnorm_per_token_quant: outputs (q_fp8, q_scale [M, 1], kv_normed)"),

@@ -11,7 +11,8 @@ rules, reading the last dim ``N`` as a fact (an egglog action cannot), relate th
 - ``pad-to-multiple-amount``: ``PadTo(x, m) = PadLast(x, roundup(N, m) - N)`` for ``m > 0``;
 - ``slice-of-pad``: ``x = Slice(PadLast(x, p), -1, 0, N)``, so the router GEMM can read the padded slice.
 ``PadTo`` is never extracted (infinite cost; ``expand`` is the ATen pad). The kernel row is
-``rounding`` (fp32 norm rounded once, where vLLM-IR rounds first); ``residual_out`` is exact.
+``rounding`` (fp32 norm rounded once, where vLLM-IR rounds first); ``residual_out`` is exact. Its
+Inductor twin is two launches: the padded rows are a pointwise range of their own, not the norm's.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from eqsat.core.spec import (
     OpDef,
     Operand,
     Traffic,
+    Twin,
     dtype_accepted,
     params,
     rank,
@@ -70,12 +72,14 @@ def pad_constraints(kernel: str) -> tuple[str, ...]:
 _ADD = "(AddRmsNorm x r w eps)"
 
 ROWS: tuple[KernelSpec, ...] = (
-    KernelSpec("PadTo", params("x:T m:i64"), never, expand=_pad_to, calibration_key="pad_to",
+    KernelSpec("PadTo", params("x:T m:i64"), never, expand=_pad_to, calibration_key="pad_to", reference=_pad_to,
                doc="x zero-padded on the right of its last dim up to a multiple of m (m <= 0: x)"),
     KernelSpec(
         "K_add_rmsnorm_pad", params("x:T r:T w:T eps:f64 mult:i64"), _add_rms_pad,
         outputs=(f"(PadTo (Get {_ADD} 0) mult)", f"(Get {_ADD} 1)"), constraints=pad_constraints("K_add_rmsnorm_pad"),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=_TRITON, calibration_key="add_rms_pad",
+        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *same_shape("x", "r"), *same_dtype("x", "r"),
+                          "(> mult 0)")),  # the norm's row reduction (+ residual_out), the padded rows
         doc="AITER Triton fused_add_rmsnorm_pad (fp32 add): outputs (padded [M, roundup(N, mult)], residual_out)",
     ),
 )

@@ -29,6 +29,7 @@ from eqsat.core.spec import (
     KernelSpec,
     OpDef,
     Traffic,
+    Twin,
     contiguous,
     dtype_accepted,
     params,
@@ -63,13 +64,23 @@ class QuantTraffic:
         return Traffic(read=read, written=written)
 
 
+def _operands(*, residual: bool, static: bool) -> tuple[str, ...]:
+    """The residual has x's shape and dtype; a static scale is one fp32 element."""
+    return (*((*same_shape("x", "r"), *same_dtype("x", "r")) if residual else ()),
+            *(static_scale("s") if static else ()))
+
+
 def _fused_constraints(kernel: str, *, residual: bool, static: bool) -> tuple[str, ...]:
     return (
         *rank("x", 2), *contiguous("x"), *same_dtype("x", "w"), *dtype_accepted(kernel, "x"),
-        *rank("w", 1), *same_last_dim("x", "w"),
-        *((*same_shape("x", "r"), *same_dtype("x", "r")) if residual else ()),
-        *(static_scale("s") if static else ()),
+        *rank("w", 1), *same_last_dim("x", "w"), *_operands(residual=residual, static=static),
     )
+
+
+def _native(*, residual: bool) -> Twin:
+    """A static row's Inductor twin: one launch (the norm's row reduction with the quant as its epilogue),
+    on any 2-D rows of the weight's dtype."""
+    return Twin(1, (*rank("x", 2), *same_dtype("x", "w"), *_operands(residual=residual, static=True)))
 
 
 _ADD = "(AddRmsNorm x r w eps)"
@@ -80,10 +91,11 @@ _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
 
 
 def _fused(name: str, sig: str, outputs: tuple[str, ...], *, residual: bool, static: bool,
-           platforms: frozenset[str], key: str, doc: str) -> KernelSpec:
+           platforms: frozenset[str], key: str, doc: str, inductor: Twin | None = None) -> KernelSpec:
     return KernelSpec(name, params(sig), QuantTraffic(residual=residual, weight=True, static=static),
                       outputs=outputs, constraints=_fused_constraints(name, residual=residual, static=static),
-                      dtypes=ACT_DTYPES, numerics="rounding", platforms=platforms, calibration_key=key, doc=doc)
+                      dtypes=ACT_DTYPES, numerics="rounding", platforms=platforms, calibration_key=key, doc=doc,
+                      inductor=inductor)
 
 
 RECIPROCAL = KernelSpec("Reciprocal", params("x:T"), Pointwise(), calibration_key="aten:aten.reciprocal.default",
@@ -95,6 +107,7 @@ ROWS: tuple[KernelSpec, ...] = (
     KernelSpec("QuantToken", params("x:T dt:dtype"), QuantTraffic(), calibration_key="token_quant",
                doc="AITER per-token quant: scale = max(amax_row, 1e-10) / finfo(dt).max, q = clamp(x / scale)"),
     KernelSpec("QuantStatic", params("x:T s:T dt:dtype"), QuantTraffic(static=True), calibration_key="static_quant",
+               reference=ref.static_fp8_quant,
                doc="AITER static quant: q = clamp(x * (1 / s), ±finfo(dt).max), s one fp32 element"),
     KernelSpec("QuantTokenVllm", params("x:T dt:dtype"), QuantTraffic(), calibration_key="vllm:token_quant",
                doc="vLLM per-token quant: FMAX 224 on e4m3fnuz, scale floored at 1 / (FMAX * 512)"),
@@ -111,11 +124,12 @@ ROWS: tuple[KernelSpec, ...] = (
            doc="CK rmsnorm2d_fwd_with_add_dynamicquant (fp32 add): outputs (q, residual_out, scale)"),
     _fused("K_rms_fp8_per_tensor_static_quant", "x:T w:T eps:f64 s:T dt:dtype",
            ("(QuantStatic (RmsNorm x w eps) s dt)",), residual=False, static=True, platforms=_TRITON,
-           key="rms_static_quant", doc="AITER Triton fused_rms_fp8_per_tensor_static_quant: q only"),
+           key="rms_static_quant", doc="AITER Triton fused_rms_fp8_per_tensor_static_quant: q only",
+           inductor=_native(residual=False)),
     _fused("K_add_rms_fp8_per_tensor_static_quant", "x:T r:T w:T eps:f64 s:T dt:dtype",
            (f"(QuantStatic (Get {_ADD} 0) s dt)", f"(Get {_ADD} 1)"), residual=True, static=True,
            platforms=_TRITON, key="add_rms_static_quant",
-           doc="the same with res1 (fp32 add): outputs (q, residual_out)"),
+           doc="the same with res1 (fp32 add): outputs (q, residual_out)", inductor=_native(residual=True)),
     RECIPROCAL, AMAX_LAST,
 )
 

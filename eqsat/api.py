@@ -206,8 +206,17 @@ def on_gpu(graph: fx.Graph) -> bool:
     return False
 
 
+def runtime_floats(graph: fx.Graph) -> list[str]:
+    """The graph's inputs that are a Python float made a 0-d float64 tensor (Dynamo's unspecialized
+    floats, under ``torch.compile(dynamic=True)``): a value like an RMSNorm's eps is then known only at
+    run time, and no rule that needs it as a constant matches."""
+    return [n.name for n in graph.find_nodes(op="placeholder")
+            if isinstance(v := n.meta.get("val"), torch.Tensor) and v.dim() == 0 and v.dtype == torch.float64]
+
+
 def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, report: Report, stage: _Stages,
               dumper: dump.Dump | None, recompile: bool) -> None:
+    report.runtime_floats = runtime_floats(graph)
     vocab = engine.vocab_index(options.vocabularies) if engine is not None else VocabIndex(options.vocabularies)
     deadline = saturate.Deadline.after(options.budgets.seconds)
     with stage("import"):

@@ -23,7 +23,7 @@ from eqsat.api import optimize
 from eqsat.cost.roofline import load_profile
 from eqsat.engine.engine import Engine
 from eqsat.options import Options
-from eqsat.report import Report
+from eqsat.report import RUNTIME_FLOATS_HINT, Report
 
 log = logging.getLogger("eqsat")
 
@@ -78,6 +78,7 @@ class EqSatPass(CustomGraphPass):
         self.last_report: Report | None = None
         self._shared = SharedEngine()
         self._range_sizes: tuple[int, ...] = ()
+        self._said_runtime_floats = False  # the warning below, once per pass
 
     @property
     def engine(self) -> Engine | None:
@@ -101,6 +102,11 @@ class EqSatPass(CustomGraphPass):
             return
         log.info("%s", self.last_report.summary())
         log.debug("eqsat report:\n%s", self.last_report.table())
+        if self.last_report.runtime_floats and not self.last_report.changed and not self._said_runtime_floats:
+            self._said_runtime_floats = True
+            log.warning("eqsat: graph left unchanged; %d float input(s) known only at run time (%s): %s",
+                        len(self.last_report.runtime_floats), ", ".join(self.last_report.runtime_floats[:4]),
+                        RUNTIME_FLOATS_HINT)
 
     def _keep_engine_if_clean(self) -> None:
         """After a failed graph: the engine's scope deleted that graph's rows, so it serves the next

@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 
+RUNTIME_FLOATS_HINT = ("torch.compile(dynamic=True) makes Python floats such as an RMSNorm's eps graph inputs, and "
+                      "rules needing them constant cannot match: compile with dynamic=None (mark_dynamic the token "
+                      "dim) or set torch._dynamo.config.specialize_float = True")
+
 
 @dataclass
 class Report:
@@ -28,6 +32,7 @@ class Report:
     dropped: list[str] = field(default_factory=list)  # sites emit could not write, and why (the rest landed)
     guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.fx.symbolic)
     declined: str = ""  # why a cheaper extraction was not written (the graph left as it was)
+    runtime_floats: list[str] = field(default_factory=list)  # float inputs known at run time only (api.runtime_floats)
 
     @property
     def total_ms(self) -> float:
@@ -44,6 +49,8 @@ class Report:
                 f"{self.total_ms:.1f} ms, stop: {self.stop_reason or '-'}"
                 + (f", {len(self.dropped)} site(s) dropped" if self.dropped else "")
                 + (f", left alone: {self.declined}" if self.declined else "")
+                + (f", {len(self.runtime_floats)} float input(s) known only at run time ({RUNTIME_FLOATS_HINT})"
+                   if self.runtime_floats else "")
                 + (f", error: {self.error}" if self.error else ""))
 
     def table(self) -> str:
@@ -64,6 +71,8 @@ class Report:
         rows.extend(("shape guard", g) for g in self.guards)
         if self.declined:
             rows.append(("left alone", self.declined))
+        if self.runtime_floats:
+            rows.append(("runtime floats", f"{', '.join(self.runtime_floats)}: {RUNTIME_FLOATS_HINT}"))
         if self.error:
             rows.append(("error", self.error))
         width = max(len(k) for k, _ in rows)

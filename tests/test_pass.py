@@ -73,3 +73,43 @@ def test_an_engine_left_holding_rows_is_dropped_for_every_copy():
     p.engine.egraph.run_program(*p.engine.egraph.parse_program("(Fx 0)"))  # a row outside any graph's scope
     p._keep_engine_if_clean()
     assert p.engine is None and clone.engine is None
+
+
+def test_floats_known_only_at_run_time_are_named_in_the_report():
+    """torch.compile(dynamic=True) makes an RMSNorm's eps (a Python float) a 0-d float64 graph input: no
+    rule can read it as a constant, and the report says so and how to keep it one; dynamic=None keeps
+    it a constant and the chain fuses."""
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    from eqsat.report import RUNTIME_FLOATS_HINT
+    from tests.test_lift import quant_native, rms_native
+
+    class Block(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.rand(512).to(torch.bfloat16), requires_grad=False)
+            self.eps = 1e-6
+
+        def forward(self, x):
+            return quant_native(rms_native(x.float(), self.weight, self.eps), 128, fmax=448.0,
+                                fp8=torch.float8_e4m3fn)
+
+    reports = []
+
+    def backend(gm, inputs):
+        def optimize(g, _):
+            reports.append(eqsat.optimize(g, profile="h200", sizes=4096))
+            return g
+        return aot_module_simplified(gm, inputs, fw_compiler=optimize)
+
+    for dynamic in (True, None):
+        torch._dynamo.reset()
+        reports.clear()
+        with torch.no_grad():
+            torch.compile(Block(), backend=backend, dynamic=dynamic)(torch.rand(8, 512).to(torch.bfloat16))
+        (report,) = reports
+        if dynamic:
+            assert report.runtime_floats and not report.changed, report.table()
+            assert RUNTIME_FLOATS_HINT in report.summary() and "runtime floats" in report.table()
+        else:
+            assert report.runtime_floats == [] and report.kernels_chosen["K_rmsnorm_fp8_group_quant"] == 1

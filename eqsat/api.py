@@ -29,7 +29,7 @@ from eqsat.core.egraph import EGraph, ENode, Selection
 from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
 from eqsat.core.ir import LEAF
 from eqsat.core.spelling import VocabIndex
-from eqsat.cost.roofline import RooflineCost, load_profile
+from eqsat.cost.roofline import VIEW_US, RooflineCost, load_profile
 from eqsat.engine import engine as load
 from eqsat.engine import saturate, serialize
 from eqsat.extract import EXTRACTORS
@@ -47,7 +47,6 @@ log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 1e-4  # conservative: well above the pace loading shows (eqsat.engine.engine)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
 NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, 0.01  # a native graph's least saving: within the profiles' error, Inductor's
-VIEWS = frozenset({"Reshape", "Slice"})  # views a rule makes (Inductor folds a view into its reader's indexing)
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
 
 
@@ -63,7 +62,8 @@ class InductorAlone:
     """A cost over the e-graph that prices what Inductor alone makes of the graph: the graph's own
     e-nodes, and, for an output of a native ATen chain an Inductor twin stands for
     (``eqsat.kernels.inductor``), that twin, since Inductor compiles the chain into the twin's
-    kernels, and the views rules make around it. Extracting with it gives the "before" the pass must beat."""
+    kernels, and the views rules make around it (an e-node that moves no byte and launches nothing:
+    Inductor folds it into its reader's indexing). Extracting with it gives the "before" the pass must beat."""
 
     def __init__(self, admissible: Admissible, eg: EGraph, originals: Iterable[int], native: set[int],
                  twins: frozenset[str], twin_classes: set[int]) -> None:
@@ -71,9 +71,11 @@ class InductorAlone:
         self.own = {eg.nodes[i] for i in originals}
 
     def __call__(self, node: ENode) -> float:
-        if node in self.own or node.op in self.twins or node.op in VIEWS or (
+        cost = self.admissible(node)
+        view = node.op not in (LEAF, "Get") and cost <= VIEW_US
+        if node in self.own or node.op in self.twins or view or (
                 node.op == "Get" and node.eclass in self.native and node.children[0] in self.twin_classes):
-            return self.admissible(node)
+            return cost
         return INF
 
 

@@ -136,3 +136,21 @@ def test_the_fp8_gemms_compute_the_product_of_the_dequantised_operands(e2e) -> N
     with torch.no_grad():
         y = block(*block.example_inputs(4, "cpu"))
     assert y.dtype == torch.bfloat16 and torch.isfinite(y).all()
+
+
+def test_the_dispatch_follows_the_tuned_table(e2e) -> None:  # noqa: ANN001
+    """``choice`` takes AITER where its tuned config won or cuBLAS was wrong or had no kernel, cuBLAS
+    otherwise; the tuner's split-K never cuts a scale group."""
+    import e2e_blocks as B
+    import tune_gemm
+
+    fast, slow = {"us": 5.0, "scaled_mm_us": 9.0, "scaled_mm_err": 1e-3}, {"us": 12.0, "scaled_mm_us": 9.0,
+                                                                          "scaled_mm_err": 1e-3}
+    assert B.choice(fast, 8) == "aiter" and B.choice(slow, 8) == "scaled_mm"
+    assert B.choice({**slow, "scaled_mm_err": 1.6e3}, 8) == "aiter"  # cuBLAS wrong
+    assert B.choice({**slow, "scaled_mm_us": float("nan"), "scaled_mm_err": float("nan")}, 1) == "aiter"  # none
+    assert B.choice({"scaled_mm_us": 30.0, "scaled_mm_err": 1e-3}, 1024) == "scaled_mm"  # cuBLAS-only entry
+    assert B.choice(None, 64) == "aiter" and B.choice(None, 65) == "scaled_mm"
+    for m, k in ((1, 2304), (64, 7168), (8, 1536)):
+        for cfg in tune_gemm.candidates(m, k):
+            assert (k // 128) % cfg["NUM_KSPLIT"] == 0 and cfg["BLOCK_SIZE_M"] <= max(16, m)

@@ -33,8 +33,12 @@ as ``e2e.py``'s docstring says.
 
 from __future__ import annotations
 
+import json
+import math
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 
 import native
 import torch
@@ -73,36 +77,79 @@ def dequant_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.T
 
 def scaled_mm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
     """``torch._scaled_mm``: per token x per channel (s [M, 1], ws [N, 1]: row-wise), or activation groups
-    1x128 x weight blocks 128x128 (block-wise: the activation's scales outer-dim-major, as cuBLAS reads them)."""
+    1x128 x weight blocks 128x128 (block-wise: the activation's scales outer-dim-major, as cuBLAS reads them).
+    On the H200 the block-wise one has no kernel at M = 1 and is wrong at K / 128 = 18; torch rejects scales
+    with a padded leading dimension ("Invalid scaling configuration"), so that cannot be laid out around."""
     if s.shape[-1] == 1:
         return torch._scaled_mm(q, wq.t(), scale_a=s, scale_b=ws.t(), out_dtype=BF16)
     return torch._scaled_mm(q, wq.t(), scale_a=s.t().contiguous().t(), scale_b=ws.t(), out_dtype=BF16)
 
 
-def aiter_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
-    """AITER's Triton W8A8 GEMMs (from the installed wheel, loaded as the project loads AITER) with AITER's
-    tuned configs less the AMD-only options (``aiter.portable``): ``gemm_a8w8_blockscale`` for activation
-    groups 1x128 x weight blocks 128x128, ``gemm_a8w8`` for per token x per channel."""
+TUNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemm_tuned.json")
+"""``tune_gemm.py``'s table: per GPU name, per "N,K", per M: AITER's fastest block-scale config and its µs,
+cuBLAS's block-wise µs and error."""
+
+
+@cache
+def tuned_table(gpu: str) -> dict[str, dict[str, dict]]:
+    if not os.path.exists(TUNED):
+        return {}
+    with open(TUNED) as f:
+        return json.load(f).get(gpu, {})
+
+
+def tuned(q: torch.Tensor, wq: torch.Tensor) -> dict | None:
+    """The tuned entry for this block-wise GEMM on this GPU: the smallest measured M >= q's (None above the
+    largest, for an untuned shape, or off CUDA)."""
+    if not q.is_cuda:
+        return None
+    by_m = tuned_table(torch.cuda.get_device_properties(q.device).name).get(f"{wq.shape[0]},{q.shape[1]}", {})
+    above = [int(m) for m in by_m if int(m) >= q.shape[0]]
+    return by_m[str(min(above))] if above else None
+
+
+def aiter_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor,
+               config: dict | None = None) -> torch.Tensor:
+    """AITER's Triton W8A8 GEMMs (from the installed wheel, loaded as the project loads AITER):
+    ``gemm_a8w8_blockscale`` for activation groups 1x128 x weight blocks 128x128, ``gemm_a8w8`` for per token
+    x per channel; with ``config``, else this GPU's tuned config (``tuned``), else AITER's own less the
+    AMD-only options (``aiter.portable``)."""
     from eqsat.library.aiter import portable, triton_module
 
     m, k = q.shape
     n = wq.shape[0]
     name = "gemm_a8w8" if s.shape[-1] == 1 else "gemm_a8w8_blockscale"
-    config = portable(triton_module(f"_triton_kernels.{name}")._get_config(m, n, k))
+    if config is None and s.shape[-1] > 1:
+        config = (tuned(q, wq) or {}).get("config")
+    if config is None:
+        config = portable(triton_module(f"_triton_kernels.{name}")._get_config(m, n, k))
+    config = dict(config)  # the wrapper writes its derived sizes into it
     if s.shape[-1] == 1:
         return triton_module(name).gemm_a8w8(q, wq, s, ws.t(), dtype=BF16, config=config)
     return triton_module(name).gemm_a8w8_blockscale(q, wq, s, ws, BF16, config=config)
 
 
-def dispatch_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
-    """The fastest correct of the two per shape on the H200 (``benchmarks/results/gemm_h200.md``), as vLLM picks
-    a W8A8 GEMM per shape: per token, cuBLAS; block-wise, AITER's Triton GEMM at M <= 64 (its tuned small-M
-    configs; cuBLAS has no block-wise kernel at M = 1) and where cuBLAS's block-wise result is wrong (K / 128
-    not a multiple of 4: K = 2304, DeepSeek's down projection), cuBLAS otherwise (AITER's AMD-tuned large-M
+def right(entry: dict) -> bool:
+    """cuBLAS's block-wise result was right at the entry's shape (it has a kernel there, error < 1e-2)."""
+    return bool(entry.get("scaled_mm_err", float("nan")) < 1e-2)
+
+
+def choice(entry: dict | None, m: int) -> str:
+    """The block-wise GEMM ``dispatch_gemm`` runs at M = ``m`` given its tuned entry (``tuned``): AITER's Triton
+    GEMM where its tuned config beat cuBLAS or cuBLAS was wrong or had no kernel, cuBLAS otherwise; without an
+    entry, AITER at M <= 64 and cuBLAS above (``benchmarks/results/gemm_h200.md``: AITER's AMD-tuned large-M
     configs run 30-150x slower on the H200)."""
-    if s.shape[-1] > 1 and (q.shape[0] <= 64 or s.shape[-1] % 4):
-        return aiter_gemm(q, s, wq, ws)
-    return scaled_mm(q, s, wq, ws)
+    if entry is None:
+        return "aiter" if m <= 64 else "scaled_mm"
+    return "aiter" if not right(entry) or entry.get("us", math.inf) < entry["scaled_mm_us"] else "scaled_mm"
+
+
+def dispatch_gemm(q: torch.Tensor, s: torch.Tensor, wq: torch.Tensor, ws: torch.Tensor) -> torch.Tensor:
+    """The fastest correct fp8 GEMM per shape, as vLLM picks a W8A8 GEMM per shape: per token, cuBLAS;
+    block-wise, ``choice``."""
+    if s.shape[-1] == 1:
+        return scaled_mm(q, s, wq, ws)
+    return GEMMS[choice(tuned(q, wq), q.shape[0])](q, s, wq, ws)
 
 
 GEMMS: dict[str, Callable[..., torch.Tensor]] = {"dequant": dequant_gemm, "scaled_mm": scaled_mm,

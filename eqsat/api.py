@@ -33,7 +33,7 @@ from eqsat.cost.roofline import VIEW_US, RooflineCost, load_profile
 from eqsat.engine import engine as load
 from eqsat.engine import saturate, serialize
 from eqsat.extract import EXTRACTORS
-from eqsat.extract.base import check, dag_cost
+from eqsat.extract.base import check, dag_cost, reachable
 from eqsat.fx import emitter as fx_out
 from eqsat.fx import importer as fx_in
 from eqsat.fx.symbolic import SymbolicDims, symbols_read
@@ -257,6 +257,9 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     profile = load_profile(options.profile)
     cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
     before = _before_selection(ser)
+    if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
+        per_point = [cost.per_point(eg.nodes[before[c]]) for c in reachable(eg, before)]
+        cost.weigh([sum(col) for col in zip(*per_point, strict=True)] if per_point else [0.0] * len(cost.points))
     gpu_kernels = not (on_gpu(graph) and torch.cuda.is_available()) or aiter.installed()
     banned: list[int] = []
     while True:  # each site emit cannot write is dropped, and the rest extracted again without it

@@ -7,10 +7,11 @@ Greedy DAG extraction values each e-class alone, so two whole-kernel choices esc
 - **leave**: a fused kernel kept for one output while its unfused producer stays alive for another
   consumer pays off only if every live output moves at once: each live reader of a live tuple-valued
   class switches to its cheapest other e-node in turn, later ones seeing what earlier ones revived.
-Each tuple-valued class gets one take try, then one leave try; a try is kept when the DAG cost drops.
-Costs are kept incrementally with reference counts (a class dies when no live parent or root uses
-it), so a try costs the size of what it changes. The result passes ``check``; if a switch ever closed
-a cycle, the input selection is returned.
+Each tuple-valued class gets one take try, then one leave try; a try is kept when the DAG cost drops
+and the selection stays acyclic. No switch takes an e-node that reads its own class (an identity view:
+it would keep its class alive by itself). Costs are kept incrementally with reference counts (a class
+dies when no live parent or root uses it), so a try costs the size of what it changes. The result
+passes ``check``.
 """
 
 from __future__ import annotations
@@ -78,6 +79,16 @@ class _Dag:
             delta += self._add(k, -1)
         return delta
 
+    def live(self) -> Selection:
+        return {c: i for c, i in self.cur.items() if self.refs[c] > 0}
+
+    def acyclic(self) -> bool:
+        try:
+            reachable(self.eg, self.live())
+        except ExtractionError:
+            return False
+        return True
+
     def undo(self, mark: int) -> None:
         while len(self.log) > mark:
             kind, key, old = self.log.pop()
@@ -104,20 +115,16 @@ def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection
     kept += [_keep(dag, _leave(dag, egraph, t, gets)) for t, gets in projections.items()]
     if not any(kept):
         return selection
-    out = {c: i for c, i in dag.cur.items() if dag.refs[c] > 0}
-    try:
-        keep = reachable(egraph, out)
-    except ExtractionError:
-        return selection
-    return {c: out[c] for c in keep}
+    out = dag.live()
+    return {c: out[c] for c in reachable(egraph, out)}
 
 
 def _keep(dag: _Dag, tried: tuple[int, float] | None) -> bool:
-    """Keep a try (its log mark and cost change) that lowered the cost; undo any other."""
+    """Keep a try (its log mark and cost change) that lowered the cost and closed no cycle; undo any other."""
     if tried is None:
         return False
     mark, delta = tried
-    if delta < -_EPS:
+    if delta < -_EPS and dag.acyclic():
         dag.log.clear()
         return True
     dag.undo(mark)
@@ -137,7 +144,7 @@ def _take(dag: _Dag, egraph: EGraph, gets: list[tuple[int, int]],
     for _, g in live:
         for j in users.get(g, []):
             c = egraph.nodes[j].eclass
-            if dag.refs[c] > 0 and dag.cur.get(c) != j:
+            if dag.refs[c] > 0 and dag.cur.get(c) != j and c not in dag.kids[j]:
                 inner = len(dag.log)
                 step = dag.switch(c, j)
                 if step < -_EPS:
@@ -158,7 +165,8 @@ def _leave(dag: _Dag, egraph: EGraph, t: int, gets: list[tuple[int, int]]) -> tu
         # what an e-node adds when it comes alive: itself and the choices of its dead children, whose
         # own children are live (``_near``); the reader's old e-node leaves the same either way
         scored = [(dag.own[j] + sum(dag.own[dag.choice(k)] for k in dag.kids[j] if dag.refs[k] == 0), j)
-                  for j in egraph.classes[g] if j != i and all(_near(dag, k) for k in dag.kids[j])]
+                  for j in egraph.classes[g]
+                  if j != i and g not in dag.kids[j] and all(_near(dag, k) for k in dag.kids[j])]
         if not scored:  # no other way to make this output: the kernel stays
             dag.undo(mark)
             return None

@@ -98,8 +98,8 @@ def kernel_egraphs(draw: st.DrawFn) -> EGraph:
     "kernels" (tuple classes) reading earlier values; values each made by projections ``Get(k, i)``
     of one or two earlier kernels (each kernel's outputs numbered in turn) and maybe a plain op over
     earlier values. A kernel may read a value another kernel makes (a plain quant of a norm that a
-    fused norm + quant also yields), so the take and leave moves of ``eqsat.extract.improve`` have work.
-    A random subset of the values are roots."""
+    fused norm + quant also yields), so the take and leave moves of ``eqsat.extract.improve`` have work;
+    a value may have an identity view of itself. A random subset of the values are roots."""
     costs = st.integers(0, 9).map(float)
     n_in = draw(st.integers(1, 2))
     nodes = [ENode("in", (0.0,), k) for k in range(n_in)]
@@ -117,6 +117,8 @@ def kernel_egraphs(draw: st.DrawFn) -> EGraph:
         if draw(st.booleans()):
             kids = draw(st.lists(st.sampled_from(values), min_size=1, max_size=2, unique=True))
             nodes.append(ENode("op", (draw(costs), *(Ref(k) for k in kids)), c))
+        if draw(st.booleans()):  # an identity view: a reshape to the value's own shape, in its own class
+            nodes.append(ENode("view", (0.0, Ref(c)), c))
         values.append(c)
     made = values[n_in:] or values
     roots = draw(st.lists(st.sampled_from(made), min_size=1, max_size=len(made), unique=True))
@@ -252,3 +254,27 @@ def test_a_finite_node_over_a_class_with_no_finite_node(name: str) -> None:
                             node("root", 3, 2, 0), node("via", 3, 1, 2)], [3])
     choice = EXTRACTORS[name](eg, cost_of)
     assert eg.nodes[choice[3]].op == "root" and dag_cost(eg, choice, cost_of) == 3
+
+
+def test_greedy_takes_a_dual_kernel_whole_beside_identity_views() -> None:
+    # MLA's paired norms: Q (norm + quant of q_c: outputs q, s) costs 3, M (both norms: q, s and kv's
+    # norm) 4, kv's own norm 5. Alone, q and s are cheaper from Q and kv from M (7 in all); M whole costs 4.
+    # Every value also has an identity view of itself (a reshape to its own shape, in its own class): no
+    # switch may take one (it keeps its class alive by itself), and one that would must not cost the
+    # take of M its place.
+    qc, kvc, t_q, t_m, q, s, kv = range(7)
+    own = {"Leaf": 0.0, "Q": 3.0, "M": 4.0, "Norm": 5.0, "Get": 0.0, "View": 1e-6}
+    nodes = [ENode("Leaf", (0,), qc), ENode("Leaf", (1,), kvc), ENode("Q", (Ref(qc),), t_q),
+             ENode("M", (Ref(qc), Ref(kvc)), t_m),
+             ENode("Get", (Ref(t_q), 0), q), ENode("Get", (Ref(t_m), 0), q), ENode("View", (Ref(q),), q),
+             ENode("Get", (Ref(t_q), 1), s), ENode("Get", (Ref(t_m), 1), s), ENode("View", (Ref(s),), s),
+             ENode("Get", (Ref(t_m), 2), kv), ENode("Norm", (Ref(kvc),), kv), ENode("View", (Ref(kv),), kv)]
+    eg = EGraph.from_nodes(nodes, [q, s, kv])
+
+    def cost(n: ENode) -> float:
+        return own[n.op]
+
+    assert dag_cost(eg, ilp_extract(eg, cost), cost) == pytest.approx(4.0)
+    got = greedy_dag(eg, cost)
+    check(eg, got)
+    assert dag_cost(eg, got, cost) == pytest.approx(4.0) and t_q not in got

@@ -13,8 +13,9 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties.
 - Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
   a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
-  of its sample sizes, the node's cost being the mean (so a choice that wins on most of the range
-  wins the range).
+  of its sample sizes, the node's cost being the weighted mean of its costs there. The weights are
+  equal until ``weigh`` gives each size the inverse of the unchanged graph's time at it, so that each
+  size counts by its ratio, not its µs (a range 1 … 8192 is otherwise decided at 8192 alone).
 """
 
 from __future__ import annotations
@@ -158,7 +159,7 @@ class CostMemo:
 
     def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes) -> None:
         self.catalog, self.profile, self.points = catalog, profile, size_points(sizes)
-        self.table: dict[tuple, float] = {}
+        self.table: dict[tuple, tuple[float, ...]] = {}  # an e-node's costs at each size point
 
     def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...]) -> bool:
         return self.catalog is catalog and self.profile is profile and self.points == points
@@ -172,7 +173,9 @@ class RooflineCost:
                  memo: CostMemo | None = None) -> None:
         self.egraph, self.catalog, self.profile = egraph, catalog, profile
         self.points = size_points(sizes)
+        self.weights = tuple(1.0 / len(self.points) for _ in self.points)
         self._memo: dict[ENode, float] = {}
+        self._per_point: dict[ENode, tuple[float, ...]] = {}
         self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
         self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points) else None
 
@@ -216,8 +219,26 @@ class RooflineCost:
             return VIEW_US if node.op == "Reshape" else 0.0
         return self.profile.time_us(*t)
 
+    def weigh(self, totals: Sequence[float]) -> None:
+        """Weigh each size point by the inverse of ``totals`` (the unchanged graph's cost there), the weights
+        summing to 1; equal weights where a total is not positive."""
+        if len(totals) != len(self.points):
+            raise ValueError(f"weigh: {len(totals)} totals for {len(self.points)} size points")
+        inverse = [1.0 / t if t > 0 else 0.0 for t in totals]
+        if not all(inverse):
+            inverse = [1.0] * len(totals)
+        self.weights = tuple(v / sum(inverse) for v in inverse)
+        self._memo.clear()
+
     def __call__(self, node: ENode) -> float:
         got = self._memo.get(node)
+        if got is None:
+            got = self._memo[node] = sum(w * c for w, c in zip(self.weights, self.per_point(node), strict=True))
+        return got
+
+    def per_point(self, node: ENode) -> tuple[float, ...]:
+        """The own cost of ``node`` at each size point."""
+        got = self._per_point.get(node)
         if got is None:
             if self._shared is None:
                 got = self._own(node)
@@ -230,8 +251,8 @@ class RooflineCost:
                     if len(self._shared) >= MEMO_CAP:
                         self._shared.clear()
                     got = self._shared[key] = self._own(node)
-            self._memo[node] = got
+            self._per_point[node] = got
         return got
 
-    def _own(self, node: ENode) -> float:
-        return sum(self.at(node, s) for s in self.points) / len(self.points)
+    def _own(self, node: ENode) -> tuple[float, ...]:
+        return tuple(self.at(node, s) for s in self.points)

@@ -7,9 +7,9 @@ Greedy DAG extraction values each e-class alone, so two whole-kernel choices esc
 - **leave**: a fused kernel kept for one output while its unfused producer stays alive for another
   consumer pays off only if every live output moves at once: each live reader of a live tuple-valued
   class switches to its cheapest other e-node in turn, later ones seeing what earlier ones revived.
-Each tuple-valued class gets one take try, then one leave try; a try is kept when the DAG cost drops
-and the selection stays acyclic. No switch takes an e-node that reads its own class (an identity view:
-it would keep its class alive by itself). Costs are kept incrementally with reference counts (a class
+Each tuple-valued class gets one take try, then one leave try; a try is kept when the DAG cost drops.
+No switch takes an e-node that reads its own class (an identity view: it would keep its class alive by
+itself, and close a cycle). Costs are kept incrementally with reference counts (a class
 dies when no live parent or root uses it), so a try costs the size of what it changes. The result
 passes ``check``.
 """
@@ -105,26 +105,41 @@ def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection
     """``selection`` improved by whole-kernel switches (see the module docstring); ``choices`` gives a
     choice for every class that may come alive (the extractor's best per class); ``own``, ``kids`` and
     ``users``: each e-node's own cost and distinct child classes, and each class's reading e-nodes, as
-    the extractor computed them."""
+    the extractor computed them. Should the tries together close a cycle (a leave can: two outputs each
+    made from the other), they run again, each checked on its own (a walk of the selection per kept try)
+    so that only the tries that close one are undone."""
+    for checked in (False, True):
+        got = _switch(egraph, selection, choices, own, kids, users, checked)
+        if got is not None:
+            return got
+    return selection
+
+
+def _switch(egraph: EGraph, selection: Selection, choices: Selection, own: list[float], kids: list[tuple[int, ...]],
+            users: dict[int, list[int]], checked: bool) -> Selection | None:
     projections: dict[int, list[tuple[int, int]]] = {}
     for i, n in enumerate(egraph.nodes):
         if n.op == "Get" and n.children and n.children[0] in choices:
             projections.setdefault(n.children[0], []).append((i, n.eclass))
     dag = _Dag(egraph, selection, choices, own, kids)
-    kept = [_keep(dag, _take(dag, egraph, gets, users)) for gets in projections.values()]
-    kept += [_keep(dag, _leave(dag, egraph, t, gets)) for t, gets in projections.items()]
+    kept = [_keep(dag, _take(dag, egraph, gets, users), checked) for gets in projections.values()]
+    kept += [_keep(dag, _leave(dag, egraph, t, gets), checked) for t, gets in projections.items()]
     if not any(kept):
         return selection
     out = dag.live()
-    return {c: out[c] for c in reachable(egraph, out)}
+    try:
+        return {c: out[c] for c in reachable(egraph, out)}
+    except ExtractionError:
+        return None
 
 
-def _keep(dag: _Dag, tried: tuple[int, float] | None) -> bool:
-    """Keep a try (its log mark and cost change) that lowered the cost and closed no cycle; undo any other."""
+def _keep(dag: _Dag, tried: tuple[int, float] | None, checked: bool) -> bool:
+    """Keep a try (its log mark and cost change) that lowered the cost (and, ``checked``, closed no cycle);
+    undo any other."""
     if tried is None:
         return False
     mark, delta = tried
-    if delta < -_EPS and dag.acyclic():
+    if delta < -_EPS and (not checked or dag.acyclic()):
         dag.log.clear()
         return True
     dag.undo(mark)

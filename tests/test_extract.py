@@ -278,3 +278,26 @@ def test_greedy_takes_a_dual_kernel_whole_beside_identity_views() -> None:
     got = greedy_dag(eg, cost)
     check(eg, got)
     assert dag_cost(eg, got, cost) == pytest.approx(4.0) and t_q not in got
+
+
+def test_a_switch_that_closes_a_cycle_is_undone_alone() -> None:
+    # The dual kernel of the test above (take M whole: 9 -> 6), beside a tuple P (cost 2) whose outputs a
+    # and b can each also be made from the other (f(b), g(a), 0.1 each): leaving P for them saves 1.8 but
+    # makes a and b read each other. That try is undone; the take of M stays.
+    qc, kvc, t_q, t_m, q, s, kv, x, t_p, a, b = range(11)
+    own = {"Leaf": 0.0, "Q": 3.0, "M": 4.0, "Norm": 5.0, "P": 2.0, "F": 0.1, "Get": 0.0}
+    nodes = [ENode("Leaf", (0,), qc), ENode("Leaf", (1,), kvc), ENode("Q", (Ref(qc),), t_q),
+             ENode("M", (Ref(qc), Ref(kvc)), t_m), ENode("Get", (Ref(t_q), 0), q), ENode("Get", (Ref(t_m), 0), q),
+             ENode("Get", (Ref(t_q), 1), s), ENode("Get", (Ref(t_m), 1), s), ENode("Get", (Ref(t_m), 2), kv),
+             ENode("Norm", (Ref(kvc),), kv), ENode("Leaf", (2,), x), ENode("P", (Ref(x),), t_p),
+             ENode("Get", (Ref(t_p), 0), a), ENode("F", (Ref(b),), a), ENode("Get", (Ref(t_p), 1), b),
+             ENode("F", (Ref(a),), b)]
+    eg = EGraph.from_nodes(nodes, [q, s, kv, a, b])
+
+    def cost(n: ENode) -> float:
+        return own[n.op]
+
+    assert dag_cost(eg, ilp_extract(eg, cost), cost) == pytest.approx(6.0)
+    got = greedy_dag(eg, cost)
+    check(eg, got)
+    assert dag_cost(eg, got, cost) == pytest.approx(6.0)

@@ -197,3 +197,30 @@ def test_a_twin_inlined_inside_torch_compile_is_post_grad_aten():
         q, s = torch.compile(f)(x, z, w)
     assert p.last_report is not None and p.last_report.kernels_chosen == {"I_rms_gated_group_quant": 1}
     assert fp8_step_error(q, s, *f(x, z, w), 128) <= 1.25
+
+
+def test_a_twin_keeps_the_graphs_own_chain():
+    """Where Inductor's code wins, a native silu + group quant chain is kept as the graph wrote it: the
+    twin's outputs are the graph's own nodes (nothing traced, nothing new in the chain, the user's own
+    numerics). Beside it, a norm + quant in the eqsat vocabulary: its twin's chain is not in the graph,
+    and is inlined from the reference."""
+    from tests.test_lift import quant_native
+    from tests.test_lift_act import silu_decomposed
+
+    def f(x, h, w):
+        q, s = quant_native(silu_decomposed(x), 128, 448.0, fp8=FN)
+        return q, s, *own.group_fp8_quant(own.rms_norm(h, w, 1e-6), 128, FN)
+
+    args = [rand(8, 1024), rand(8, 512, seed=1), rand(512, seed=2)]
+    gm = torch.fx.experimental.proxy_tensor.make_fx(f, tracing_mode="fake")(*args)
+    kept = list(gm.graph.output_node().args[0][:2])
+    before = {n for n in gm.graph.nodes}
+    report = eqsat.optimize(gm, profile=inductor_wins(), sizes=4096, strict=True)
+    assert report.kernels_chosen == {"I_silu_group_quant": 1, "I_rms_group_quant": 1}
+    assert list(gm.graph.output_node().args[0][:2]) == kept  # the very nodes
+    new = {str(n.target) for n in gm.graph.nodes if n not in before}
+    assert "aten.rsqrt.default" in new and not any("silu" in t or "sigmoid" in t for t in new)
+    gm.recompile()
+    want = f(*args)
+    got = gm(*args)
+    assert torch.equal(got[0].float(), want[0].float()) and torch.equal(got[1], want[1])

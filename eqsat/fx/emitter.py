@@ -4,7 +4,8 @@ Entry point :func:`emit`. For each root, in graph order of its consumer, the cho
 class is materialised just before that consumer: an original e-node whose FX node sits earlier with
 inputs materialising to the same FX nodes is reused; otherwise a node is created (a copy of the
 original call with new inputs, a ``getitem``, a ``reshape``, a catalog op in the input graph's
-vocabulary, or a generic ATen call), except that a ``getitem`` of a new kernel *adopts* an original
+vocabulary, or a generic ATen call; an Inductor twin keeps the graph's own chain for it where there is
+one, else inlines its reference's ATen), except that a ``getitem`` of a new kernel *adopts* an original
 ``getitem`` of its e-class (moved before that consumer and repointed) when all its users sit at or
 after that consumer. New nodes get ``meta["val"]`` from the op on fake inputs under the graph's fake
 mode (``eqsat.fx.fake_value``). Then uses are redirected, written or rewired nodes are checked as
@@ -35,6 +36,9 @@ from eqsat.fx.fake_value import fake_value, row_major_strides
 from eqsat.fx.importer import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.fx.output_layouts import OutputLayouts, sym_expr
 from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.inductor import is_twin
+
+CONE_MAX = 256  # original nodes an Inductor twin's kept chain may span (``_kept_chain``)
 
 
 @lru_cache(maxsize=512)
@@ -220,7 +224,10 @@ class _Emitter:
                 node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass,
                                   kernel=enode)
             elif spec.expand is not None:
-                node = self._inline(spec.expand, [named[p] for p in spec.param_names], anchor)
+                inputs = [named[p] for p in spec.param_names]
+                node = self._kept_chain(enode, inputs, anchor) if is_twin(spec) else None
+                if node is None:
+                    node = self._inline(spec.expand, inputs, anchor)
             else:
                 raise RuntimeError(f"no registered op spells {enode.op} in vocabularies {self.im.vocabularies}")
             if spec.is_fused:
@@ -255,6 +262,54 @@ class _Emitter:
                 self.result.adopted.append(node)
                 return node
         return None
+
+    @cached_property
+    def nodes_of_class(self) -> dict[int, list[fx.Node]]:
+        """E-class -> the input graph's nodes of it, in graph order."""
+        out: dict[int, list[fx.Node]] = {}
+        for i, n in enumerate(self.im.nodes):
+            if i in self.class_of_node:
+                out.setdefault(self.class_of_node[i], []).append(n)
+        return out
+
+    def _kept_chain(self, enode: ENode, args: list[object], anchor: fx.Node) -> object | None:
+        """The input graph's own nodes for an Inductor twin's outputs: the chain the twin stands for, as the
+        graph wrote it (nothing traced, the user's own code for Inductor to compile). Each output's class
+        needs an original node before ``anchor`` computed from the twin's tensor arguments alone (its cone
+        of inputs, all original ATen calls, ends at the arguments' nodes, themselves original); None
+        otherwise, and the twin is inlined from its reference."""
+        bound = {a for a in args if isinstance(a, fx.Node)}
+        if not all(a in self.pos for a in bound):
+            return None
+        outs = self.projections.get(enode.eclass)
+        if outs and sorted(outs) != list(range(len(outs))):
+            return None
+        classes = [outs[i] for i in range(len(outs))] if outs else [enode.eclass]
+        kept = []
+        for c in classes:
+            node = next((n for n in self.nodes_of_class.get(c, ()) if self.pos[n] < self.pos[anchor]
+                         and self._cone_within(n, bound)), None)
+            if node is None:
+                return None
+            kept.append(node)
+        return tuple(kept) if outs else kept[0]
+
+    def _cone_within(self, out: fx.Node, bound: set[fx.Node]) -> bool:
+        """Whether ``out`` is computed by original ATen calls from ``bound`` alone (what Inductor compiles
+        itself: no custom op, opaque or lifted; at most ``CONE_MAX`` nodes)."""
+        seen: set[fx.Node] = set()
+        todo = [out]
+        while todo:
+            n = todo.pop()
+            if n in bound or n in seen:
+                continue
+            seen.add(n)
+            aten = n.target is operator.getitem or (isinstance(n.target, torch._ops.OpOverload)
+                                                     and n.target.namespace in ("aten", "prims"))
+            if not aten or n not in self.pos or self.pos[n] in self.im.opaque or len(seen) > CONE_MAX:
+                return False
+            todo.extend(n.all_input_nodes)
+        return True
 
     def _inline(self, fn: Callable[..., object], args: list[object], anchor: fx.Node) -> object:
         """Trace ``fn`` on the fake values of its tensor arguments and copy its ATen code before ``anchor``.

@@ -108,19 +108,20 @@ def switch_multi_output(egraph: EGraph, selection: Selection, choices: Selection
     the extractor computed them. Should the tries together close a cycle (a leave can: two outputs each
     made from the other), they run again, each checked on its own (a walk of the selection per kept try)
     so that only the tries that close one are undone."""
+    projections: dict[int, list[tuple[int, int]]] = {}
+    for i, n in enumerate(egraph.nodes):
+        if n.op == "Get" and n.children and n.children[0] in choices:
+            projections.setdefault(n.children[0], []).append((i, n.eclass))
     for checked in (False, True):
-        got = _switch(egraph, selection, choices, own, kids, users, checked)
+        got = _switch(egraph, selection, choices, own, kids, users, projections, checked)
         if got is not None:
             return got
     return selection
 
 
 def _switch(egraph: EGraph, selection: Selection, choices: Selection, own: list[float], kids: list[tuple[int, ...]],
-            users: dict[int, list[int]], checked: bool) -> Selection | None:
-    projections: dict[int, list[tuple[int, int]]] = {}
-    for i, n in enumerate(egraph.nodes):
-        if n.op == "Get" and n.children and n.children[0] in choices:
-            projections.setdefault(n.children[0], []).append((i, n.eclass))
+            users: dict[int, list[int]], projections: dict[int, list[tuple[int, int]]],
+            checked: bool) -> Selection | None:
     dag = _Dag(egraph, selection, choices, own, kids)
     kept = [_keep(dag, _take(dag, egraph, gets, users), checked) for gets in projections.values()]
     kept += [_keep(dag, _leave(dag, egraph, t, gets), checked) for t, gets in projections.items()]

@@ -181,13 +181,20 @@ class _Emitter:
         self.result.created.append(node)
         return node
 
+    def _outputs(self, eclass: int) -> list[int] | None:
+        """The classes of a tuple class's outputs, in order; None unless its projections number 0 … n-1."""
+        outs = self.projections.get(eclass)
+        if not outs or sorted(outs) != list(range(len(outs))):
+            return None
+        return [outs[i] for i in range(len(outs))]
+
     def _known_val(self, eclass: int) -> object | None:
         val = self.class_val.get(eclass)
         if val is not None:
             return val
-        outs = self.projections.get(eclass)
-        if outs and sorted(outs) == list(range(len(outs))) and all(c in self.class_val for c in outs.values()):
-            return tuple(self.class_val[outs[i]] for i in range(len(outs)))
+        outs = self._outputs(eclass)
+        if outs and all(c in self.class_val for c in outs):
+            return tuple(self.class_val[c] for c in outs)
         return None
 
     def _create(self, enode: ENode, anchor: fx.Node) -> fx.Node:
@@ -281,10 +288,10 @@ class _Emitter:
         bound = {a for a in args if isinstance(a, fx.Node)}
         if not all(a in self.pos for a in bound):
             return None
-        outs = self.projections.get(enode.eclass)
-        if outs and sorted(outs) != list(range(len(outs))):
+        outs = self._outputs(enode.eclass)
+        if outs is None and enode.eclass in self.projections:
             return None
-        classes = [outs[i] for i in range(len(outs))] if outs else [enode.eclass]
+        classes = outs or [enode.eclass]
         kept = []
         for c in classes:
             node = next((n for n in self.nodes_of_class.get(c, ()) if self.pos[n] < self.pos[anchor]
@@ -354,8 +361,7 @@ class _Emitter:
 
     def _out_facts(self, eclass: int) -> tuple:
         """The facts of a kernel's outputs: its projections' classes, in order, or its own class."""
-        outs = self.projections.get(eclass)
-        classes = [outs[i] for i in range(len(outs))] if outs and sorted(outs) == list(range(len(outs))) else [eclass]
+        classes = self._outputs(eclass) or [eclass]
         return tuple(self.eg.facts.get(c) for c in classes)
 
     def _shape_arg(self, key: str) -> object:

@@ -55,6 +55,28 @@ def test_dry_run_smallest_m(tmp_path: Path) -> None:
     assert "## deepseek" in md and "## Compile time and the pass's share" in md
 
 
+def test_dry_run_in_vllms_ops(tmp_path: Path) -> None:
+    """The DeepSeek and gpt-oss blocks in vLLM's ops (M = 1 and the dynamic graph): every output passes its
+    check; the pass writes vLLM's fused ops and nothing of its own vocabulary; always-fuse writes no kernel
+    twice (the MLA dual kernel, not it and a second q-norm + quant beside it)."""
+    blocks = ("deepseek_vllm", "gptoss_vllm")
+    cmd = [sys.executable, str(GPU / "e2e.py"), "--dry-run", "--exec", "fx", "--M", "1", "8", "--no-plot",
+           "--blocks", *blocks, "--variants", "eqsat", "always_fuse", "--out", str(tmp_path)]
+    run = subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert all(r["check"] == "ok" for r in _rows(tmp_path / "e2e_dryrun.csv"))
+    ops = {(r["block"], r["variant"]): dict(op.rsplit("x", 1) for op in r["eqsat_ops"].split())
+           for r in _rows(tmp_path / "e2e_dryrun_compile.csv")}
+    for variant in ("eqsat", "always_fuse"):
+        ds, gpt = ops[("deepseek_vllm", variant)], ops[("gptoss_vllm", variant)]
+        assert ds["vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant"] == "4", ds  # 2 a graph, 2 graphs
+        assert ds["vllm.fused_mla_dual_rms_norm_group_quant"] == "2", ds
+        assert "vllm.rocm_aiter_rmsnorm_fp8_group_quant" not in ds, ds
+        assert gpt["vllm.rocm_aiter_triton_add_rmsnorm_pad"] == "2", gpt
+        assert not any(op.startswith(("eqsat", "vllm_ir")) for op in (*ds, *gpt)), (ds, gpt)
+    assert ops[("deepseek_vllm", "always_fuse")]["vllm.rocm_aiter_act_mul_and_fp8_group_quant"] == "2"
+
+
 @pytest.fixture
 def e2e(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     monkeypatch.syspath_prepend(str(ROOT))
@@ -99,7 +121,7 @@ def test_always_fuse_frees_the_fused_kernels(e2e) -> None:  # noqa: ANN001
                           if platform == "any" or {platform, "any"} & set(getattr(s, "platforms", {"any"}))}
     assert freed and getattr(profile, "platform", None) == getattr(base, "platform", None)
     for name in freed:
-        assert profile.kernels[fused[name].calibration_key].launch_us == 0.0
+        assert profile.kernels[fused[name].calibration_key].launch_us == e2e.FREE_LAUNCH_US
     for key, timing in base.kernels.items():  # the rest keeps the h200 lines
         if key not in {fused[n].calibration_key for n in freed}:
             assert profile.kernels[key] == timing

@@ -33,12 +33,12 @@ as ``e2e.py``'s docstring says.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import cache
 
 import native
 import torch
@@ -90,7 +90,7 @@ TUNED = os.path.join(os.path.dirname(os.path.abspath(__file__)), "gemm_tuned.jso
 cuBLAS's block-wise µs and error."""
 
 
-@cache
+@functools.cache
 def tuned_table(gpu: str) -> dict[str, dict[str, dict]]:
     if not os.path.exists(TUNED):
         return {}
@@ -217,10 +217,34 @@ def token_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return out, scale
 
 
-def silu_and_mul(x: torch.Tensor) -> torch.Tensor:
-    """vLLM's ``SiluAndMul.forward_native``."""
+def silu_and_mul(x: torch.Tensor, ops: str = "native") -> torch.Tensor:
+    """vLLM's ``SiluAndMul``: ``forward_native``, or with vLLM's ops its custom op into a fresh output."""
     d = x.shape[-1] // 2
+    if ops == "vllm":
+        out = x.new_empty((*x.shape[:-1], d))
+        torch.ops._C.silu_and_mul(out, x)
+        return out
     return F.silu(x[..., :d]) * x[..., d:]
+
+
+def use_vllm_ops(block: nn.Module) -> nn.Module:
+    """``block`` written in vLLM's op vocabulary (``ops = "vllm"`` on it and its norms): vLLM-IR's
+    ``rms_norm`` / ``fused_add_rms_norm``, AITER's ``rocm_aiter_group_fp8_quant`` /
+    ``rocm_aiter_per_token_quant``, ``_C.silu_and_mul``, ``rocm_unquantized_gemm`` for a bf16 projection,
+    as vLLM's model code calls them on ROCm with AITER. The project's stand-ins for vLLM 0.33.0's ops
+    (vLLM's schemas and fakes; on a GPU AITER's Triton kernels) are registered with this GPU's fp8."""
+    from eqsat.kernels.torch_ops import register_vllm_standins
+    from eqsat.library.vllm import standin_fp8_dtype
+
+    register_vllm_standins(FP8)
+    if standin_fp8_dtype() != FP8:
+        raise RuntimeError(f"vLLM's stand-ins were registered with {standin_fp8_dtype()} in this process, not {FP8}")
+    for m in block.modules():
+        if getattr(m, "residual_mode", "vllm") != "vllm":
+            raise ValueError("vLLM-IR's fused_add_rms_norm adds in fp32 (residual='vllm'), not as HF's bf16 add")
+        if hasattr(m, "ops"):
+            m.ops = "vllm"
+    return block
 
 
 class RMSNorm(nn.Module):
@@ -233,8 +257,13 @@ class RMSNorm(nn.Module):
         self.weight = nn.Parameter(torch.ones(n, dtype=BF16), requires_grad=False)
         self.variance_epsilon = eps
         self.residual_mode = residual
+        self.ops = "native"  # "vllm": vLLM-IR's ops (``use_vllm_ops``; the fp32 add, as residual="vllm")
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor | None = None):  # noqa: ANN201
+        if self.ops == "vllm":
+            if residual is None:
+                return torch.ops.vllm_ir.rms_norm(x, self.weight, self.variance_epsilon)
+            return tuple(torch.ops.vllm_ir.fused_add_rms_norm(x, residual, self.weight, self.variance_epsilon))
         input_dtype = x.dtype
         if residual is not None and self.residual_mode == "hf":
             x = residual + x
@@ -276,6 +305,7 @@ class Linear(nn.Module):
     def __init__(self, k: int, n: int, bias: bool = False) -> None:
         super().__init__()
         self.gemm = "dispatch"
+        self.ops = "native"  # "vllm": a bf16 projection is vLLM's rocm_unquantized_gemm
         self.weight = nn.Parameter(torch.empty(n, k, dtype=BF16), requires_grad=False)
         self.bias = nn.Parameter(torch.zeros(n, dtype=BF16), requires_grad=False) if bias else None
 
@@ -288,6 +318,8 @@ class Linear(nn.Module):
         self.weight.data = dequant(self.wq_block, self.ws_block).to(BF16)
 
     def forward(self, x: torch.Tensor, scale: torch.Tensor | None = None) -> torch.Tensor:
+        if scale is None and self.ops == "vllm":
+            return torch.ops.vllm.rocm_unquantized_gemm(x, self.weight, self.bias)
         if scale is None or x.dtype != FP8:  # bf16, or the fp8 noise floor's unquantised reference
             y = gemm(x.to(BF16), self.weight)
         else:
@@ -316,11 +348,16 @@ class Block(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.fp8 = True  # False (eager only): every quant is the identity, the fp8 noise floor's reference
+        self.ops = "native"  # "vllm": vLLM's ops (``use_vllm_ops``)
 
     def quant(self, x: torch.Tensor, mode: str = "group") -> tuple[torch.Tensor, torch.Tensor]:
         if not self.fp8:
             return x.float(), torch.ones(x.shape[0], x.shape[1] // G if mode == "group" else 1,
                                          dtype=torch.float32, device=x.device)
+        if self.ops == "vllm":
+            if mode == "group":
+                return tuple(torch.ops.vllm.rocm_aiter_group_fp8_quant(x, G))
+            return tuple(torch.ops.vllm.rocm_aiter_per_token_quant(x, FP8))
         return group_quant(x) if mode == "group" else token_quant(x)
 
     def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -399,7 +436,7 @@ class DeepSeekV3Layer(Block):
         o = self.o_proj(*self.quant(attn))
         h2, residual = self.post_attention_layernorm(o, residual)
         gate_up = self.gate_up_proj(*self.quant(h2))
-        out = self.down_proj(*self.quant(silu_and_mul(gate_up)))
+        out = self.down_proj(*self.quant(silu_and_mul(gate_up, self.ops)))
         return out, residual
 
     def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -451,7 +488,7 @@ class LlamaFp8Layer(Block):
         o = self.o_proj(*self.quant(attn, self.mode))
         h2, residual = self.post_attention_layernorm(o, residual)
         gate_up = self.gate_up_proj(*self.quant(h2, self.mode))
-        out = self.down_proj(*self.quant(silu_and_mul(gate_up), self.mode))
+        out = self.down_proj(*self.quant(silu_and_mul(gate_up, self.ops), self.mode))
         return out, residual
 
     def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -538,8 +575,10 @@ BLOCKS: dict[str, Callable[..., Block]] = {
     "gptoss": lambda tiny=False, residual="vllm", **_: GptOssRouterPad(TINY["gptoss"] if tiny else GptOssCfg(),
                                                                           residual),
 }
+BLOCKS |= {f"{name}_vllm": functools.partial(lambda native, **kw: use_vllm_ops(native(**kw)), BLOCKS[name])
+           for name in ("deepseek", "gptoss")}
 """name -> builder(tiny=False, residual="vllm", llama_quant="token") of a block with uninitialised weights
-(``init_weights`` fills them)."""
+(``init_weights`` fills them); ``<name>_vllm``: the block in vLLM's ops (``use_vllm_ops``)."""
 
 
 def build(name: str, device: torch.device | str, tiny: bool = False, gemm: str = "dispatch", **options: str) -> Block:

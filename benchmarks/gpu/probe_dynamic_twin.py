@@ -1,7 +1,9 @@
 """Device probe: Inductor's code for a native chain compiled per M (``dynamic=False``, as the H200 twin lines
 were fitted) against one dynamic compile serving every M (first run at M = 8, as the e2e blocks compile),
-beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA). The DeepSeek layer's chains:
-silu + group quant (input [M, 2 x 2304]) and add + RMSNorm + group quant (N = 7168). CUDA-graph medians, µs.
+beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA), with each compile's kernel
+launches. The DeepSeek layer's chains: silu + group quant (input [M, 2 x 2304]; as the e2e block writes it,
+vLLM's native code, and with ``amax`` for ``max(dim)[0]``; as ``native.py`` writes it) and add + RMSNorm +
+group quant (N = 7168). CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
     python3 benchmarks/gpu/probe_dynamic_twin.py
@@ -21,9 +23,32 @@ MS = (1, 8, 64, 256, 1024, 4096, 8192)
 FN = torch.float8_e4m3fn
 
 
+def vllm_silu_group_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The DeepSeek block's chain as ``e2e_blocks`` writes it: vLLM's ``SiluAndMul.forward_native`` (bf16) and
+    ``_quantize_group_native`` (``max(dim)[0]``), not ``native.py``'s fp32 silu and ``amax``."""
+    import e2e_blocks
+
+    return e2e_blocks.group_quant(e2e_blocks.silu_and_mul(x))
+
+
+def amax_silu_group_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """vLLM's bf16 ``SiluAndMul`` then ``native.py``'s group quant (``amax``): which of the two forms splits."""
+    import e2e_blocks
+
+    return native.native_group_quant(e2e_blocks.silu_and_mul(x))
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
+
+    def silu_in(m: int, g: torch.Generator) -> tuple[torch.Tensor]:
+        return (torch.randn(m, 2 * 2304, device="cuda", generator=g).to(torch.bfloat16),)
+
     return {
+        "silu_group_quant_vllm_form": (vllm_silu_group_quant, lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
+                                       silu_in),
+        "silu_group_quant_amax_form": (amax_silu_group_quant, lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
+                                       silu_in),
         "silu_group_quant": (native.native_silu_group_quant,
                              lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
                              lambda m, g: (torch.randn(m, 2 * 2304, device="cuda", generator=g).to(torch.bfloat16),)),
@@ -49,15 +74,19 @@ def main() -> int:
                 torch._dynamo.mark_dynamic(t, 0)
         dyn(*first)
         t_dyn = {m: gpu_timing.bench(lambda a=inputs[m], f=dyn: f(*a), 10, 2)[0] for m in MS}
-        t_static = {}
+        t_static, n_static = {}, {}
         for m in MS:  # one fresh static compile per M
             torch._dynamo.reset()
             static = torch.compile(chain, dynamic=False)
             t_static[m] = gpu_timing.bench(lambda a=inputs[m], f=static: f(*a), 10, 2)[0]
+            n_static[m] = gpu_timing.count_launches(lambda a=inputs[m], f=static: f(*a))[0]
         t_fused = {m: gpu_timing.bench(lambda a=inputs[m], f=fused: f(*a), 10, 2)[0] for m in MS}
-        print(f"{name}: M | static Inductor | dynamic Inductor (first run M = 8) | fused kernel", flush=True)
+        n_dyn = {m: gpu_timing.count_launches(lambda a=inputs[m], f=dyn: f(*a))[0] for m in MS}
+        print(f"{name}: M | static Inductor (launches) | dynamic Inductor, first run M = 8 (launches) | fused kernel",
+              flush=True)
         for m in MS:
-            print(f"  {m:5d} | {t_static[m]:8.2f} | {t_dyn[m]:8.2f} | {t_fused[m]:8.2f}", flush=True)
+            print(f"  {m:5d} | {t_static[m]:8.2f} ({n_static[m]}) | {t_dyn[m]:8.2f} ({n_dyn[m]}) | {t_fused[m]:8.2f}",
+                  flush=True)
     return 0
 
 

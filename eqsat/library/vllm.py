@@ -4,7 +4,10 @@ vLLM's AITER ops exist only on ROCm builds; each kernel module declares stand-in
 reads or writes (``vllm_standins(fp8)``), with vLLM's schema strings, fakes written as vLLM writes them
 (the AITER fakes unpack ``M, N = x.shape``: 2-D only) and a kernel that is never more permissive:
 :func:`standin_kernel` runs the fake on the real inputs first (its checks, its output layout), then what
-AITER's kernel requires beyond it, then fills the outputs from the module's reference function.
+AITER's kernel requires beyond it, then fills the outputs from the module's reference function. On a GPU
+a stand-in runs the AITER Triton kernel vLLM's op calls on ROCm (for vLLM's HIP / CK ones, AITER's
+Triton kernel of the same op where the wheel has one: ``rms_norm``, ``rmsnorm2d_fwd_with_add``, the
+group quant), inside the same checks; the ones with no Triton kernel run the reference there too.
 ``eqsat.kernels.torch_ops.register_vllm_standins`` registers them. The fp8 dtype (vLLM's
 ``FP8_DTYPE``, the platform's) is fixed by the first registration that defines a quant op.
 """
@@ -77,9 +80,11 @@ def divides(op: str, n: Any, g: int) -> None:
 
 
 def standin_kernel(fake: Callable[..., Any], compute: Callable[..., Any],
-                   needs: Callable[..., None] | None = None) -> Callable[..., Any]:
+                   needs: Callable[..., None] | None = None, take: bool = False) -> Callable[..., Any]:
     """A stand-in kernel: vLLM's fake on the real inputs (its checks, its output layout), AITER's
-    further requirements ``needs``, then the reference values copied into the fake's outputs."""
+    further requirements ``needs``, then ``compute``'s values copied into the fake's outputs; with
+    ``take`` (a GPU kernel's fresh outputs) an output that already has the fake's layout is returned
+    as it is, so the stand-in launches nothing AITER's kernel does not."""
 
     def kernel(*args: Any, **kwargs: Any) -> Any:
         outs = fake(*args, **kwargs)
@@ -87,12 +92,16 @@ def standin_kernel(fake: Callable[..., Any], compute: Callable[..., Any],
             needs(*args, **kwargs)
         got = compute(*args, **kwargs)
         if isinstance(outs, torch.Tensor):
-            return outs.copy_(got)
-        for o, g in zip(outs, got, strict=True):
-            o.copy_(g)
-        return outs
+            return _into(outs, got, take)
+        return tuple(_into(o, g, take) for o, g in zip(outs, got, strict=True))
 
     return kernel
+
+
+def _into(out: torch.Tensor, got: torch.Tensor, take: bool) -> torch.Tensor:
+    if take and got.shape == out.shape and got.dtype == out.dtype and got.stride() == out.stride():
+        return got
+    return out.copy_(got)
 
 
 def nothing(*args: Any) -> None:

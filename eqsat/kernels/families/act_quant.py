@@ -131,8 +131,16 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
     def c_silu_and_mul(result: torch.Tensor, input: torch.Tensor) -> None:
         result.copy_(ref.silu_and_mul(input))
 
+    def c_silu_and_mul_gpu(result: torch.Tensor, input: torch.Tensor) -> None:  # two kernels: silu, mul into result
+        if result.dtype != input.dtype:
+            return c_silu_and_mul(result, input)
+        d = input.shape[-1] // 2
+        torch.mul(torch.nn.functional.silu(input[..., :d]), input[..., d:], out=result)
+        return None
+
     return [
         OpDef("vllm", "rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)",
-              standin_kernel(act_fake, lambda x, g: silu_mul_fp8_group_quant(x, g, fp8), act_needs), act_fake),
-        OpDef("_C", "silu_and_mul(Tensor! result, Tensor input) -> ()", c_silu_and_mul, nothing),
+              standin_kernel(act_fake, lambda x, g: silu_mul_fp8_group_quant(x, g, fp8), act_needs), act_fake,
+              standin_kernel(act_fake, lambda x, g: _silu_quant_gpu(x, g, fp8), act_needs, take=True)),
+        OpDef("_C", "silu_and_mul(Tensor! result, Tensor input) -> ()", c_silu_and_mul, nothing, c_silu_and_mul_gpu),
     ]

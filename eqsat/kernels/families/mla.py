@@ -227,7 +227,8 @@ OPS: tuple[OpDef, ...] = (
 
 
 def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
-    """vLLM's MLA dual rms_norm ops (AITER HIP ``fused_qk_rmsnorm*``)."""
+    """vLLM's MLA dual rms_norm ops (AITER HIP ``fused_qk_rmsnorm*``; on a Triton GPU the group-quant one
+    runs AITER's Triton kernel the project's op does)."""
 
     def dual_fake(x1: torch.Tensor, x1_weight: torch.Tensor, x2: torch.Tensor, x2_weight: torch.Tensor,
                   x1_epsilon: float, x2_epsilon: float) -> Any:
@@ -254,6 +255,11 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
                                                          group_size, fp8)
         return q8, aiter_transposed(s) if transpose_scale else s, kv_normed
 
+    def dual_group_gpu(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,
+                       q_epsilon: float, kv_epsilon: float, group_size: int, transpose_scale: bool) -> Any:
+        q8, s, kv_normed = _dual_group_gpu(q, q_weight, kv, kv_weight, q_epsilon, kv_epsilon, group_size, fp8)
+        return q8, aiter_transposed(s) if transpose_scale else s, kv_normed
+
     args = "Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_epsilon, float kv_epsilon"
     return [
         OpDef("vllm", "fused_mla_dual_rms_norm(Tensor x1, Tensor x1_weight, Tensor x2, Tensor x2_weight,"
@@ -263,5 +269,5 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
               standin_kernel(dual_token_fake, lambda *a: mla_dual_rms_norm_token_quant(*a, fp8)), dual_token_fake),
         OpDef("vllm", f"fused_mla_dual_rms_norm_group_quant({args}, SymInt group_size, bool transpose_scale)"
               " -> (Tensor, Tensor, Tensor)", standin_kernel(dual_group_fake, dual_group, dual_group_needs),
-              dual_group_fake),
+              dual_group_fake, standin_kernel(dual_group_fake, dual_group_gpu, dual_group_needs, take=True)),
     ]

@@ -221,6 +221,34 @@ def _add_rms_quant_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.Te
     return q, residual_out, scale
 
 
+@rows2d
+def _rms_norm_gpu(x: torch.Tensor, weight: torch.Tensor, eps: float) -> Any:
+    """AITER's Triton rms_norm (rows of a 2-D x, the last dim contiguous)."""
+    return triton_kernels().rms_norm(x, weight, eps)
+
+
+@rows2d
+def _add_rms_norm_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> Any:
+    """AITER's Triton rmsnorm2d_fwd_with_add (it reads x, the residual and its outputs with one row stride)."""
+    x, residual = x.contiguous(), residual.contiguous()
+    out, residual_out = torch.empty_like(x), torch.empty_like(x)
+    triton_kernels().rmsnorm2d_fwd_with_add(out, x, residual, residual_out, weight, eps)
+    return out, residual_out
+
+
+@rows2d
+def _group_quant_gpu(x: torch.Tensor, group_size: int, dtype: torch.dtype) -> Any:
+    """AITER's Triton fused_flatten_fp8_group_quant of [M, 1, N]: a group quant of x's rows."""
+    return tuple(triton_kernels().fused_flatten_fp8_group_quant(x.unsqueeze(1), group_size, dtype_quant=dtype))
+
+
+def _aiter_norm_reads(x: torch.Tensor, weight: torch.Tensor | None, variance_size: int | None) -> bool:
+    """What AITER's Triton norms compute as vLLM-IR's native code does: a weight of x's dtype spanning
+    x's last dim (contiguous), a 16-bit x, the variance over the whole row."""
+    return (weight is not None and variance_size is None and x.dtype in (torch.bfloat16, torch.float16)
+            and weight.dtype == x.dtype and weight.shape == x.shape[-1:] and x.stride(-1) == 1)
+
+
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "rms_norm(Tensor x, Tensor weight, float eps) -> Tensor",
           lambda x, w, eps: ref.rms_norm(x, w, eps).contiguous(), _rms_fake),
@@ -246,9 +274,21 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
     def rms_norm(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float, variance_size: int | None = None) -> Any:
         return ref.rms_norm(x, weight, epsilon, variance_size)
 
+    def rms_norm_gpu(x: torch.Tensor, weight: torch.Tensor | None, epsilon: float,
+                     variance_size: int | None = None) -> Any:
+        if _aiter_norm_reads(x, weight, variance_size):
+            return _rms_norm_gpu(x, weight, epsilon)
+        return rms_norm(x, weight, epsilon, variance_size)
+
     def fused_add(x: torch.Tensor, x_residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float,
                   variance_size: int | None = None) -> Any:
         return ref.fused_add_rms_norm(x, x_residual, weight, epsilon, variance_size)
+
+    def fused_add_gpu(x: torch.Tensor, x_residual: torch.Tensor, weight: torch.Tensor | None, epsilon: float,
+                      variance_size: int | None = None) -> Any:
+        if _aiter_norm_reads(x, weight, variance_size) and x_residual.shape == x.shape and x_residual.dtype == x.dtype:
+            return _add_rms_norm_gpu(x, x_residual, weight, epsilon)
+        return fused_add(x, x_residual, weight, epsilon, variance_size)
 
     def quant_fake_(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
         m, n = rows(x, "rocm_aiter_group_fp8_quant")
@@ -261,6 +301,10 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
 
     def quant(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
         q, s = ref.group_fp8_quant(x, group_size, fp8)
+        return q, aiter_transposed(s) if transpose_scale else s
+
+    def quant_gpu(x: torch.Tensor, group_size: int, transpose_scale: bool = False) -> Any:
+        q, s = _group_quant_gpu(x, group_size, fp8)
         return q, aiter_transposed(s) if transpose_scale else s
 
     def rms_fake(x: torch.Tensor, weight: torch.Tensor, variance_epsilon: float, group_size: int) -> Any:
@@ -303,16 +347,20 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
 
     return [
         OpDef("vllm_ir", "rms_norm(Tensor x, Tensor? weight, float epsilon, SymInt? variance_size=None) -> Tensor",
-              rms_norm, rms_norm),
+              rms_norm, rms_norm, rms_norm_gpu),
         OpDef("vllm_ir", "fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,"
-              " SymInt? variance_size=None) -> (Tensor, Tensor)", fused_add, fused_add),
+              " SymInt? variance_size=None) -> (Tensor, Tensor)", fused_add, fused_add, fused_add_gpu),
         OpDef("vllm", "rocm_aiter_group_fp8_quant(Tensor x, SymInt group_size, bool transpose_scale=False)"
-              " -> (Tensor, Tensor)", standin_kernel(quant_fake_, quant, quant_needs), quant_fake_),
+              " -> (Tensor, Tensor)", standin_kernel(quant_fake_, quant, quant_needs), quant_fake_,
+              standin_kernel(quant_fake_, quant_gpu, quant_needs, take=True)),
         OpDef("vllm", "rocm_aiter_rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float variance_epsilon,"
-              " SymInt group_size) -> (Tensor, Tensor)", standin_kernel(rms_fake, rms, rms_needs), rms_fake),
+              " SymInt group_size) -> (Tensor, Tensor)", standin_kernel(rms_fake, rms, rms_needs), rms_fake,
+              standin_kernel(rms_fake, lambda x, w, eps, g: _rms_quant_gpu(x, w, eps, g, fp8), rms_needs, take=True)),
         OpDef("vllm", "rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,"
               " float variance_epsilon, SymInt group_size) -> (Tensor, Tensor, Tensor)",
-              standin_kernel(add_fake, add, add_needs), add_fake),
+              standin_kernel(add_fake, add, add_needs), add_fake,
+              standin_kernel(add_fake, lambda x, r, w, eps, g: _add_rms_quant_gpu(x, r, w, eps, g, fp8), add_needs,
+                             take=True)),
         OpDef("_C", "rms_norm(Tensor! result, Tensor input, Tensor? weight, float epsilon) -> ()", c_rms_norm, nothing),
         OpDef("_C", "per_token_group_fp8_quant(Tensor input, Tensor! output_q, Tensor! output_s, int group_size, "
               "float eps, float fp8_min, float fp8_max, bool scale_ue8m0, bool dummy_is_scale_transposed, "

@@ -164,7 +164,8 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
     return [
         OpDef("vllm", "rocm_aiter_triton_add_rmsnorm_pad(Tensor x, Tensor weight, float variance_epsilon,"
               " Tensor residual, SymInt x_pad_to_multiple) -> (Tensor, Tensor)",
-              standin_kernel(add_pad_fake, add_pad), add_pad_fake),
+              standin_kernel(add_pad_fake, add_pad), add_pad_fake,
+              standin_kernel(add_pad_fake, lambda x, w, eps, r, k: _add_rmsnorm_pad_gpu(x, r, w, eps, k), take=True)),
         OpDef("vllm", "rocm_unquantized_gemm(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
-              standin_kernel(gemm_fake, gemm), gemm_fake),
+              standin_kernel(gemm_fake, gemm), gemm_fake, standin_kernel(gemm_fake, gemm, take=True)),
     ]

@@ -411,10 +411,12 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
               standin_kernel(add_rms_dyn_fake, rmsnorm_add_token_fp8_quant, ck_rows), add_rms_dyn_fake),
         OpDef("vllm", "rocm_aiter_fused_rms_fp8_per_tensor_static_quant(Tensor x, Tensor weight, float epsilon,"
               " Tensor scale, ScalarType quant_dtype) -> Tensor",
-              standin_kernel(rms_static_fake, rmsnorm_static_fp8_quant, triton_rows), rms_static_fake),
+              standin_kernel(rms_static_fake, rmsnorm_static_fp8_quant, triton_rows), rms_static_fake,
+              standin_kernel(rms_static_fake, _rms_static_gpu, triton_rows, take=True)),
         OpDef("vllm", "rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant(Tensor x, Tensor residual,"
               " Tensor weight, float epsilon, Tensor scale, ScalarType quant_dtype) -> (Tensor, Tensor)",
-              standin_kernel(add_rms_static_fake, rmsnorm_add_static_fp8_quant, triton_rows), add_rms_static_fake),
+              standin_kernel(add_rms_static_fake, rmsnorm_add_static_fp8_quant, triton_rows), add_rms_static_fake,
+              standin_kernel(add_rms_static_fake, _add_rms_static_gpu, triton_rows, take=True)),
         OpDef("_C", "dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale,"
               " Tensor? scale_ub) -> ()", c_per_token, nothing),
         OpDef("_C", "static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale, int[]? group_shape=None)"

@@ -1,0 +1,73 @@
+"""Device probe: the kernels of one block's compiled forward, per variant (``e2e.py``'s), by the profiler.
+
+One dynamic compile per variant (first run M = 8, as ``e2e.py`` compiles), then at each M of ``--M`` the
+forward run ``--iters`` times under ``torch.profiler``: every GPU kernel's name, launches per forward and
+mean µs, so two variants' forwards can be compared kernel by kernel (where a block-level difference comes from).
+
+    export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
+    python3 benchmarks/gpu/probe_block_kernels.py --block deepseek --M 8 4096
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import defaultdict
+
+import e2e
+import e2e_blocks
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+
+def kernels(fn, iters: int) -> list[tuple[str, float, float]]:  # noqa: ANN001
+    """(kernel name, launches per call, mean µs per call) of ``fn``, slowest first."""
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    total: dict[str, float] = defaultdict(float)
+    count: dict[str, int] = defaultdict(int)
+    for ev in prof.events():
+        if ev.device_type == torch.autograd.DeviceType.CUDA:
+            total[ev.name] += ev.device_time
+            count[ev.name] += 1
+    return sorted(((k, count[k] / iters, total[k] / iters) for k in total), key=lambda r: -r[2])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--block", default="deepseek")
+    ap.add_argument("--variants", nargs="+", default=["eqsat", "always_fuse"])
+    ap.add_argument("--M", type=int, nargs="+", default=[8, 4096])
+    ap.add_argument("--iters", type=int, default=20)
+    args = ap.parse_args(argv)
+    e2e.configure_torch()
+    import torch._inductor.config as ic
+
+    block = e2e_blocks.build(args.block, "cuda")
+    sizes = tuple(e2e.DEFAULT_M)
+    for variant in args.variants:
+        torch._dynamo.reset()
+        p = e2e.make_pass(variant, sizes, True)
+        compiled = torch.compile(block)
+        with ic.patch(post_grad_custom_post_pass=p):
+            first = block.example_inputs(8, "cuda")
+            for t in first:
+                torch._dynamo.mark_dynamic(t, 0)
+            compiled(*first)
+            for m in args.M:
+                x = block.example_inputs(m, "cuda", seed=m)
+                rows = kernels(lambda x=x, f=compiled: f(*x), args.iters)
+                print(f"== {args.block} / {variant} / M={m}: {sum(r[2] for r in rows):.1f} µs of kernels, "
+                      f"{sum(r[1] for r in rows):.0f} launches", flush=True)
+                for name, n, us in rows:
+                    print(f"   {us:9.2f} µs  x{n:4.1f}  {name[:150]}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

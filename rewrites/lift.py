@@ -78,6 +78,12 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
     return rule(f"{name}-folded", query, actions, "rounding", "lift")
 
 
+def _facts_of(t: str, dt: str) -> tuple[str, ...]:
+    """The facts of ``t``, a fresh contiguous tensor of dtype ``dt`` in shape ``S`` (rank ``__k``, last dim ``__d``)."""
+    return (f"(set (dtype {t}) {dt})", f"(set (shape {t}) S)", f"(set (ndim {t}) __k)", f"(set (dim {t} -1) __d)",
+            f"(contiguous {t})")
+
+
 def _sigmoid_times(x32: str) -> str:
     """``x32 / (1 + exp(-x32))``: silu as PyTorch's decomposition writes it."""
     return f"(Div {x32} (AddS (Exp (Neg {x32})) 1.0))"
@@ -100,6 +106,13 @@ _BIG = (
     rule("lift-add-rms-norm-residual",
          (f"(= __n {rms_tail(_S32)})", f"(= __res (Convert {_S32} (dtype x)))", *_WEIGHT, *_RESIDUAL),
          (f"(union __res (Get {_ADD_RMS} 1))",), family="lift"),
+    rule("lift-add-rms-norm-fp32-residual",
+         ('(= __s2 (Add (Convert x "float32") s))', '(= s (Add (Convert a "float32") (Convert b "float32")))',
+          "(= dt (dtype x))", "(= (dtype a) dt)", "(= (dtype b) dt)", '(!= dt "float32")', "(= S (shape x))",
+          "(= (shape s) S)", "(= (ndim x) __k)", "(= (dim x -1) __d)", "(contiguous s)"),
+         ("(let __r (Convert s dt))", *_facts_of("__r", "dt"), '(let __r32 (Convert __r "float32"))',
+          *_facts_of("__r32", '"float32"'), '(union __s2 (Add (Convert x "float32") __r32))'),
+         "rounding", "lift"),
     *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX for folded in (False, True)),
 )
 RULES: tuple[Rule, ...] = (

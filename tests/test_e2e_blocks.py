@@ -86,6 +86,55 @@ def e2e(monkeypatch: pytest.MonkeyPatch):  # noqa: ANN201
     return e2e
 
 
+def _drop_narrowing_round_trips(gm: torch.fx.GraphModule) -> int:
+    """Inductor <= 2.11's ``pointless_convert``: ``float32(bf16(a))`` of an fp32 ``a`` becomes ``a``."""
+    convert, dropped = torch.ops.prims.convert_element_type.default, 0
+    for n in list(gm.graph.nodes):
+        inner = n.args[0] if n.target is convert else None
+        if (isinstance(inner, torch.fx.Node) and inner.target is convert and n.args[1] == torch.float32
+                and inner.args[1] == torch.bfloat16 and inner.args[0].meta["val"].dtype == torch.float32):
+            n.replace_all_uses_with(inner.args[0])
+            dropped += 1
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+    return dropped
+
+
+def test_the_deepseek_layer_as_torch_2_11_compiles_it_fuses_both_residual_norms(e2e) -> None:  # noqa: ANN001
+    """On the H200 (torch 2.11) the DeepSeek layer's post-grad graph has no bf16 round trip of the first
+    residual (Inductor drops it); the pass still fuses both add + norm + quant sites."""
+    import copy
+
+    import e2e_blocks
+
+    import eqsat
+    from eqsat.fx.capture import copy_graph
+
+    class Captured(Exception):
+        pass
+
+    graphs: list[torch.fx.GraphModule] = []
+
+    def grab(graph: torch.fx.Graph) -> None:
+        graphs.append(copy_graph(graph))
+        raise Captured
+
+    block = e2e_blocks.build("deepseek", "cpu", tiny=True)
+    x = block.example_inputs(8, "cpu")
+    for t in x:
+        torch._dynamo.mark_dynamic(t, 0)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(post_grad_custom_post_pass=grab, fx_graph_cache=False), \
+            pytest.raises(Exception, match="Captured"):
+        torch.compile(block)(*x)
+    gm = graphs[0]
+    assert _drop_narrowing_round_trips(gm) == 1
+    sizes = (1, 8, 64, 256, 1024, 4096, 8192)
+    report = eqsat.optimize(copy.deepcopy(gm), profile="h200", sizes=sizes, strict=True)
+    assert report.kernels_chosen.get("K_rmsnorm_add_fp8_group_quant") == 2, report.summary()
+    assert report.rules_fired["lift-add-rms-norm-fp32-residual"] > 0
+
+
 def test_the_check_fails_a_wrong_output(e2e) -> None:  # noqa: ANN001
     import e2e_blocks
 

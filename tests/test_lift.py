@@ -25,7 +25,8 @@ from tests.test_rules import check
 vllm, vir, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat
 FN = torch.float8_e4m3fn
 QUANTS = ("lift-quant-group-e4m3fn", "lift-quant-group-e4m3fnuz", "lift-quant-group-e4m3fnuz-240")
-STAGED = ("lift-rms-norm", "lift-rms-norm-fp32-weight", "lift-rms-norm-fp32-weight-cast", "lift-add-rms-norm", "lift-add-rms-norm-residual", *QUANTS)
+STAGED = ("lift-rms-norm", "lift-rms-norm-fp32-weight", "lift-rms-norm-fp32-weight-cast", "lift-add-rms-norm",
+          "lift-add-rms-norm-residual", "lift-add-rms-norm-fp32-residual", *QUANTS)
 FOLDED = tuple(f"{name}-folded" for name in QUANTS[::2])  # e4m3fnuz-224's: tests/test_gated.py
 TESTED_RULES = {*STAGED, *FOLDED, *(f"{name}.match" for name in (*STAGED, *FOLDED)), "mul-comm", "clamp-split",
                 "amax-is-max"}
@@ -168,6 +169,64 @@ def test_lift_add_rms_norm_fuses_group_quant():
         return q, s, res
 
     check(before, after, XRW, numerics="rounding", fires="lift-add-rms-norm", standalone_lifts=True)
+
+
+def two_sites_fp32_residual(x, r, o, w1, w2):
+    """Two add + norm + quant sites as Inductor <= 2.11 leaves them: the second add reads the first's fp32
+    sum, ``float(cast(s, bf16))`` dropped as a pointless conversion."""
+    return _two_sites(x, r, o, w1, w2, rounded=False)
+
+
+def _two_sites(x, r, o, w1, w2, rounded):  # rounded: as the user wrote them
+    s = x.float() + r.float()
+    s2 = o.float() + (s.to(x.dtype).float() if rounded else s)
+    return (*vllm.rocm_aiter_group_fp8_quant(rms_native(s, w1, 1e-6), 128),
+            *vllm.rocm_aiter_group_fp8_quant(rms_native(s2, w2, 1e-6), 128), s2.to(x.dtype))
+
+
+XRO = [rand(8, 512), rand(8, 512, seed=3), rand(8, 512, seed=4), rand(512, seed=1), rand(512, seed=2)]
+
+
+def test_lift_add_rms_norm_fp32_residual():
+    """Both sites fuse, the second reading the first's residual output: the program that rounds, within
+    the fused kernels' tolerance (the graph without the rounding: the next test)."""
+    def before(x, r, o, w1, w2):
+        return two_sites_fp32_residual(x, r, o, w1, w2)[:4]
+
+    def user(x, r, o, w1, w2):
+        return _two_sites(x, r, o, w1, w2, rounded=True)[:4]
+
+    def after(x, r, o, w1, w2):
+        q1, res1, s1 = vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant(x, r, w1, 1e-6, 128)
+        q2, _, s2 = vllm.rocm_aiter_rmsnorm_with_add_fp8_group_quant(o, res1, w2, 1e-6, 128)
+        return q1, s1, q2, s2
+
+    check(before, after, XRO, numerics="rounding", fires="lift-add-rms-norm-fp32-residual", reference=user)
+
+
+def test_the_fp32_residual_moves_by_half_a_step_of_its_dtype():
+    """The rule's rounding: the second residual is the user's ``cast(o + cast(s))``, within half a bf16 step
+    at s (its rounding) and one at the result (the final cast) of the graph's ``cast(o + s)``."""
+    gm = trace(two_sites_fp32_residual, *XRO)
+    report = eqsat.optimize(gm, strict=True)
+    assert report.kernels_chosen.get("K_rmsnorm_add_fp8_group_quant") == 2, report.summary()
+    for magnitude in (1e-3, 1.0, 300.0):
+        x, r, o = ((t * magnitude).to(t.dtype) for t in XRO[:3])
+        got, want = gm(x, r, o, *XRO[3:])[-1].float(), two_sites_fp32_residual(x, r, o, *XRO[3:])[-1].float()
+        assert torch.equal(got, (o.float() + (x.float() + r.float()).to(x.dtype).float()).to(x.dtype).float())
+        eps, s = torch.finfo(torch.bfloat16).eps, x.float() + r.float()
+        assert ((got - want).abs() <= eps / 2 * s.abs() + eps * want.abs()).all()  # s rounded, then the final cast
+
+
+def test_a_residual_stream_kept_in_fp32_is_not_rounded():
+    """A user's fp32 residual (the sum of fp32 values): no 16-bit residual the code rounded to, no rule."""
+    def before(x32, r32, o, w):
+        s2 = o.float() + (x32 + r32)
+        return (*vllm.rocm_aiter_group_fp8_quant(rms_native(s2, w, 1e-6), 128), s2)
+
+    gm = trace(before, XRO[0].float(), XRO[1].float(), XRO[2], XRO[3])
+    report = eqsat.optimize(gm, strict=True)
+    assert "lift-add-rms-norm-fp32-residual" not in report.rules_fired and not report.changed
 
 
 @pytest.mark.parametrize("form", FORMS)

@@ -57,12 +57,14 @@ def compare_outputs(got: object, want: object, numerics: str, tol: float = FP8_T
 
 
 def check(before, after, inputs, *, numerics: str = "exact", group: int = 128, fires: str = "",
-          tol: float = FP8_TOL_STEPS, post_grad: bool = False, **options) -> None:
+          tol: float = FP8_TOL_STEPS, post_grad: bool = False, reference=None, **options) -> None:
     """``tol``: fp8 steps for a rounding rule (``lift-quant-group``'s own is 1.3: vLLM's scale floor);
-    ``post_grad``: ``after`` is traced with Inductor's decompositions (how emit writes inlined ATen)."""
+    ``post_grad``: ``after`` is traced with Inductor's decompositions (how emit writes inlined ATen);
+    ``reference``: the program both sides are compared with (default ``before``; a rule that restores
+    a rounding a compiler removed is held to the program that rounds)."""
     gm = trace(before, *inputs)
     after_gm = trace_tokens(after, *inputs, decompositions=select_decomp_table() if post_grad else None)
-    reference = trace(before, *inputs)
+    reference = trace(reference or before, *inputs)
     report = eqsat.optimize(gm, emit="always", strict=True, **options)
     assert structure(gm) == structure(after_gm), "\n".join(["got:", *structure(gm), "want:", *structure(after_gm)])
     if fires:

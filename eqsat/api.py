@@ -63,12 +63,16 @@ class InductorAlone:
     e-nodes, and, for an output of a native ATen chain an Inductor twin stands for
     (``eqsat.kernels.inductor``), that twin, since Inductor compiles the chain into the twin's
     kernels, and the views rules make around it (an e-node that moves no byte and launches nothing:
-    Inductor folds it into its reader's indexing). Extracting with it gives the "before" the pass must beat."""
+    Inductor folds it into its reader's indexing), as well as the casts of native values they make
+    (``lift-add-rms-norm-fp32-residual``'s: Inductor folds a cast into the kernel that reads it).
+    Extracting with it gives the "before" the pass must beat."""
 
     def __init__(self, admissible: Admissible, eg: EGraph, originals: Iterable[int], native: set[int],
                  twins: frozenset[str], twin_classes: set[int]) -> None:
-        self.admissible, self.native, self.twins, self.twin_classes = admissible, native, twins, twin_classes
+        self.admissible, self.twins, self.twin_classes = admissible, twins, twin_classes
         self.own = {eg.nodes[i] for i in originals}
+        self.casts = {n for n in eg.nodes if n.op == "Convert" and n.children[0] in native and n not in self.own}
+        self.native = native | {n.eclass for n in self.casts}
 
     def __call__(self, node: ENode) -> float:
         cost = self.admissible(node)
@@ -76,6 +80,8 @@ class InductorAlone:
         if node in self.own or node.op in self.twins or view or (
                 node.op == "Get" and node.eclass in self.native and node.children[0] in self.twin_classes):
             return cost
+        if node in self.casts:
+            return VIEW_US  # a cast a rule put back on a native value: Inductor folds it into its reader
         return INF
 
 

@@ -145,10 +145,11 @@ def test_emit_failure_midway_is_rolled_back(monkeypatch):
         return real_adopt(self, *a, **k)
 
     monkeypatch.setattr(fx_out._Emitter, "_adopt", once)
-    report = eqsat.optimize(gm)  # the failing site is dropped, the graph is written without it
+    two = trace(lambda x, y, w: (rms_quant(x, w), rms_quant(y, w)), rand(8, 256), rand(8, 256, seed=3), rand(256))
+    report = eqsat.optimize(two)  # the failing site is dropped, the graph is written without it
     assert report.error is None and len(report.dropped) == 1 and "injected emit failure" in report.dropped[0]
-    assert report.changed
-    gm.graph.lint()
+    assert report.changed and report.kernels_chosen["K_rmsnorm_fp8_group_quant"] == 1
+    two.graph.lint()
 
 
 def test_a_new_kernels_getitems_are_the_old_ones_moved():

@@ -1,8 +1,9 @@
 """Shape-aware choice: the token dim bound to a size, a list of sizes, or vLLM's compile range.
 
 On the H200 profile (fitted on measured kernels) the fused AITER silu_mul + quant kernel wins at
-decode sizes and Inductor's fusion of the native chain wins at prefill sizes (reference/h200-anchor.md),
-so one graph is extracted differently per range.
+decode sizes, and at prefill sizes the two kernels of ``silu_and_mul`` and AITER's group quant (the
+quant streams at 5.6 TB/s; Inductor's chain, its quant a kernel of its own where a GEMM reads it, reads
+its input twice), so one graph is extracted differently per range.
 """
 
 from __future__ import annotations
@@ -34,12 +35,12 @@ def chosen(report: eqsat.Report) -> set[str]:
     return set(report.kernels_chosen)
 
 
-@pytest.mark.parametrize(("sizes", "kernel"), [(8, "K_silu_mul_fp8_group_quant"), (4096, "I_silu_group_quant"),
-                                               ((1, 2, 4, 8, 16), "K_silu_mul_fp8_group_quant"),
-                                               ((1024, 2048, 4096, 8192), "I_silu_group_quant")])
-def test_choice_follows_the_bound_sizes(sizes, kernel):
+@pytest.mark.parametrize(("sizes", "kernels"), [(8, {"K_silu_mul_fp8_group_quant"}), (4096, set()),
+                                                ((1, 2, 4, 8, 16), {"K_silu_mul_fp8_group_quant"}),
+                                                ((1024, 2048, 4096, 8192), set())])
+def test_choice_follows_the_bound_sizes(sizes, kernels):
     report = eqsat.optimize(trace(silu_quant, rand(8, 2 * 7168)), profile="h200", sizes=sizes, strict=True)
-    assert chosen(report) == {kernel}
+    assert chosen(report) == kernels
 
 
 def test_pass_costs_each_compile_range_separately():
@@ -50,7 +51,7 @@ def test_pass_costs_each_compile_range_separately():
     assert chosen(p.last_report) == {"K_silu_mul_fp8_group_quant"}
     assert p.is_applicable_for_range(Range(1025, 8192))
     p(prefill.graph)
-    assert chosen(p.last_report) == {"I_silu_group_quant"}
+    assert chosen(p.last_report) == set() and not p.last_report.changed
     decode.recompile(), prefill.recompile()  # as Inductor does after its post-grad passes
     assert "silu_mul_fp8_group_quant" in decode.code and "silu_mul_fp8_group_quant" not in prefill.code
 

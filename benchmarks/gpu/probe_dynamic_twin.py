@@ -3,10 +3,11 @@ were fitted) against one dynamic compile serving every M (first run at M = 8, as
 beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA), with each compile's kernel
 launches. The DeepSeek layer's chains: silu + group quant (input [M, 2 x 2304]; as the e2e block writes it,
 vLLM's native code, and with ``amax`` for ``max(dim)[0]``; as ``native.py`` writes it) and add + RMSNorm +
-group quant (N = 7168). CUDA-graph medians, µs.
+group quant (N = 7168); the silu chains also with their (q, scale) read by an opaque op, as a GEMM reads
+them in a model, instead of being the graph's outputs. CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
-    python3 benchmarks/gpu/probe_dynamic_twin.py
+    python3 benchmarks/gpu/probe_dynamic_twin.py [chain names]
 """
 
 from __future__ import annotations
@@ -38,6 +39,22 @@ def amax_silu_group_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return native.native_group_quant(e2e_blocks.silu_and_mul(x))
 
 
+@torch.library.custom_op("probe::consume", mutates_args=())
+def consume(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    """An opaque consumer of (q, scale), as a W8A8 GEMM is one in a model (it launches nothing)."""
+    return q.new_empty((1,), dtype=torch.float32)
+
+
+@consume.register_fake
+def _(q: torch.Tensor, s: torch.Tensor) -> torch.Tensor:
+    return q.new_empty((1,), dtype=torch.float32)
+
+
+def into_op(chain):  # noqa: ANN001, ANN201
+    """``chain`` whose (q, scale) feed an opaque op instead of being the graph's outputs."""
+    return lambda *a: consume(*chain(*a))
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
 
@@ -45,6 +62,21 @@ def chains() -> dict[str, tuple]:
         return (torch.randn(m, 2 * 2304, device="cuda", generator=g).to(torch.bfloat16),)
 
     return {
+        "silu_group_quant_vllm_form_into_op": (into_op(vllm_silu_group_quant),
+                                               lambda x: consume(*own.silu_mul_fp8_group_quant(x, 128, FN)), silu_in),
+        "silu_group_quant_amax_form_into_op": (into_op(amax_silu_group_quant),
+                                               lambda x: consume(*own.silu_mul_fp8_group_quant(x, 128, FN)), silu_in),
+        "rms_group_quant_into_op": (into_op(native.native_rms_group_quant),
+                                    lambda x, w: consume(*own.rmsnorm_fp8_group_quant(x, w, native.EPS, 128, FN)),
+                                    lambda m, g: (torch.randn(m, 1536, device="cuda", generator=g).to(torch.bfloat16),
+                                                  torch.randn(1536, device="cuda", generator=g).to(torch.bfloat16))),
+        "add_rms_group_quant_into_op": (
+            lambda x, r, w: (lambda q, s, res: (consume(q, s), res))(*native.native_add_rms_group_quant(x, r, w)),
+            lambda x, r, w: (lambda q, res, s: (consume(q, s), res))(
+                *own.rmsnorm_add_fp8_group_quant(x, r, w, native.EPS, 128, FN)),
+            lambda m, g: (torch.randn(m, 7168, device="cuda", generator=g).to(torch.bfloat16),
+                          torch.randn(m, 7168, device="cuda", generator=g).to(torch.bfloat16),
+                          torch.randn(7168, device="cuda", generator=g).to(torch.bfloat16))),
         "silu_group_quant_vllm_form": (vllm_silu_group_quant, lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
                                        silu_in),
         "silu_group_quant_amax_form": (amax_silu_group_quant, lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
@@ -60,11 +92,20 @@ def chains() -> dict[str, tuple]:
     }
 
 
+def launches(fn) -> int:  # noqa: ANN001
+    """Kernel launches of a call after a first one (which compiles and times Triton configs)."""
+    fn()
+    return gpu_timing.count_launches(fn)[0]
+
+
 def main() -> int:
     gpu_timing.setup_torch()
     print("\n".join(gpu_timing.env_report()), flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
+    wanted = sys.argv[1:]  # chain names (default: all)
     for name, (chain, fused, make) in chains().items():
+        if wanted and name not in wanted:
+            continue
         inputs = {m: make(m, gen) for m in MS}
         torch._dynamo.reset()
         dyn = torch.compile(chain, dynamic=None)
@@ -79,9 +120,9 @@ def main() -> int:
             torch._dynamo.reset()
             static = torch.compile(chain, dynamic=False)
             t_static[m] = gpu_timing.bench(lambda a=inputs[m], f=static: f(*a), 10, 2)[0]
-            n_static[m] = gpu_timing.count_launches(lambda a=inputs[m], f=static: f(*a))[0]
+            n_static[m] = launches(lambda a=inputs[m], f=static: f(*a))
         t_fused = {m: gpu_timing.bench(lambda a=inputs[m], f=fused: f(*a), 10, 2)[0] for m in MS}
-        n_dyn = {m: gpu_timing.count_launches(lambda a=inputs[m], f=dyn: f(*a))[0] for m in MS}
+        n_dyn = {m: launches(lambda a=inputs[m], f=dyn: f(*a)) for m in MS}
         print(f"{name}: M | static Inductor (launches) | dynamic Inductor, first run M = 8 (launches) | fused kernel",
               flush=True)
         for m in MS:

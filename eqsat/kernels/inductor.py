@@ -1,5 +1,6 @@
 """"Leave it to Inductor": each fused row marked ``inductor=Twin(...)`` gets a twin row standing for
-the native ATen chain, which Inductor compiles into ``Twin.launches`` kernels.
+the native ATen chain, which Inductor compiles into ``Twin.launches`` kernels (one more where its
+group quant feeds a GEMM: ``Twin.quant_epilogue``).
 
 A twin has the fused row's parameters, outputs (its semantics) and boundary traffic, under its own
 calibration key ``inductor:<key>``, so a measured profile decides per shape between the AITER
@@ -16,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from eqsat.core.sexp import Sexp, calls, parse
-from eqsat.core.spec import KernelSpec, Traffic, TrafficFn
+from eqsat.core.spec import KernelSpec, Operand, Traffic, TrafficFn
 
 ANY_PLATFORM = frozenset({"any"})
 TWIN_KEY = "inductor:"  # a twin's calibration key is this prefix and its fused row's key
@@ -29,14 +30,17 @@ def is_twin(row: KernelSpec) -> bool:
 
 @dataclass(frozen=True)
 class Launches:
-    """``traffic`` in ``n`` launches (Inductor splits a row reduction and its pointwise epilogue)."""
+    """``traffic`` in ``n`` launches (Inductor splits a row reduction and its pointwise epilogue); with
+    ``reread``, the tensor arguments read once more (an epilogue kernel that recomputes from them)."""
 
     traffic: TrafficFn
     n: int
+    reread: bool = False
 
     def __call__(self, a: Mapping[str, object]) -> Traffic:
         t = self.traffic(a)
-        return Traffic(t.read, t.written, self.n)
+        again = sum(v.bytes for v in a.values() if isinstance(v, Operand)) if self.reread else 0
+        return Traffic(t.read + again, t.written, self.n)
 
 
 @dataclass(frozen=True)
@@ -79,8 +83,9 @@ def twins(rows: Iterable[KernelSpec]) -> tuple[KernelSpec, ...]:
 def _twin(row: KernelSpec, refs: tuple[tuple[str, Callable[..., Any]], ...]) -> KernelSpec:
     assert row.inductor is not None
     t, key = row.inductor, row.calibration_key
+    n = t.launches + t.quant_epilogue
     return KernelSpec(
-        f"I_{key}", row.params, row.traffic if t.launches == 1 else Launches(row.traffic, t.launches),
+        f"I_{key}", row.params, row.traffic if n == 1 else Launches(row.traffic, n, t.quant_epilogue),
         outputs=row.outputs, constraints=t.constraints, numerics="rounding", platforms=ANY_PLATFORM,
         calibration_key=f"{TWIN_KEY}{key}", expand=Composition(row.param_names, row.outputs, refs),
         doc=f"the native chain of {row.name}, compiled by Inductor")

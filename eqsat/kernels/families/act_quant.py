@@ -64,7 +64,7 @@ ROWS: tuple[KernelSpec, ...] = (
         outputs=(f"(Get {_SILU_Q} 0)", f"(Get {_SILU_Q} 1)"),
         constraints=silu_quant_constraints("K_silu_mul_fp8_group_quant"),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=frozenset({"gfx942", "gfx950", "triton"}),
-        calibration_key="silu_group_quant", inductor=Twin(1, (*rank("x", 2), *_HALF_IN_GROUPS)),
+        calibration_key="silu_group_quant", inductor=Twin(1, (*rank("x", 2), *_HALF_IN_GROUPS), quant_epilogue=True),
         doc="AITER act_mul_and_fp8_group_quant(silu): fp32 product, quantized without bf16 rounding",
     ),
 )

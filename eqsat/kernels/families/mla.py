@@ -116,7 +116,7 @@ ROWS: tuple[KernelSpec, ...] = (
          f"(Get {_K} 1)"), "group", group_constraints("q", "G"),
          "AITER fused_qk_rmsnorm_group_quant (HIP; Triton fused_rms_fp8_group_quant with a second input):"
          " outputs (q_fp8, q_scale [M, Nq / G], kv_normed)", _HIP | {"triton"},
-         Twin(3, (*same_dtype("q", "qw"), *same_dtype("kv", "kvw"), *last_dim_divisible("q", "G")))),
+         Twin(3, (*same_dtype("q", "qw"), *same_dtype("kv", "kvw"), *last_dim_divisible("q", "G")), quant_epilogue=True)),
     _row("K_mla_dual_rms_norm_per_token_quant", f"{_DUAL} dt:dtype", (f"(Get {_QT} 0)", f"(Get {_QT} 1)",
          f"(Get {_K} 1)"), "token", (),
          "AITER HIP fused_qk_rmsnorm_per_token_quant: outputs (q_fp8, q_scale [M, 1], kv_normed)"),

@@ -100,7 +100,7 @@ ROWS: tuple[KernelSpec, ...] = (
         outputs=(f"(Get {_RMS_Q} 0)", f"(Get {_RMS_Q} 1)"),
         constraints=_norm_quant_constraints("K_rmsnorm_fp8_group_quant"),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=_GPU, calibration_key="rms_group_quant",
-        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *last_dim_divisible("x", "G"))),
+        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *last_dim_divisible("x", "G")), quant_epilogue=True),
         doc="AITER fused_rms_fp8_group_quant: quantizes the fp32 norm output (no bf16 rounding)",
     ),
     KernelSpec(
@@ -108,7 +108,8 @@ ROWS: tuple[KernelSpec, ...] = (
         outputs=(f"(Get {_ADD_RMS_Q} 0)", f"(Get {_ADD_RMS} 1)", f"(Get {_ADD_RMS_Q} 1)"),
         constraints=(*_norm_quant_constraints("K_rmsnorm_add_fp8_group_quant"), *same_shape("x", "r"), *same_dtype("x", "r")),
         dtypes=ACT_DTYPES, numerics="rounding", platforms=_GPU, calibration_key="add_rms_group_quant",
-        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *same_shape("x", "r"), *last_dim_divisible("x", "G"))),
+        inductor=Twin(2, (*rank("x", 2), *same_dtype("x", "w"), *same_shape("x", "r"), *last_dim_divisible("x", "G")),
+                      quant_epilogue=True),
         doc="AITER fused_rms_fp8_group_quant with res1: outputs (q, residual_out, scale)",
     ),
 )

@@ -99,9 +99,8 @@ class Twin:
     under side conditions ``constraints`` (the catalog makes the row: ``eqsat.kernels.catalog``).
     ``quant_epilogue``: the chain ends in a group quant whose q and scale a GEMM reads; Inductor then
     writes the quant as a kernel of its own after the scales' reduction, which reads the chain's
-    inputs again: one launch and one read of the inputs more than ``launches`` (measured on the H200
-    with the outputs read by an opaque op, ``benchmarks/results/probe_into_op*_h200.log``; ``launches``
-    is what Inductor emits for the chain alone, as the calibration measures it)."""
+    inputs again: one launch and one read of the inputs more than ``launches``, what Inductor emits
+    for the chain alone (as the calibration times it; docs/gpu.md has the measurements)."""
 
     launches: int
     constraints: tuple[str, ...]

@@ -8,7 +8,8 @@ AITER's kernel requires beyond it, then fills the outputs from the module's refe
 a stand-in runs the AITER Triton kernel vLLM's op calls on ROCm (for vLLM's HIP / CK ones, AITER's
 Triton kernel of the same op where the wheel has one: ``rms_norm``, ``rmsnorm2d_fwd_with_add``, the
 group quant), inside the same checks; the ones with no Triton kernel run the reference there too.
-``eqsat.kernels.torch_ops.register_vllm_standins`` registers them. The fp8 dtype (vLLM's
+``standin_op`` makes one (its kernels, its fake); ``eqsat.kernels.torch_ops.register_vllm_standins``
+registers them. The fp8 dtype (vLLM's
 ``FP8_DTYPE``, the platform's) is fixed by the first registration that defines a quant op.
 """
 
@@ -21,6 +22,7 @@ from typing import Any
 import torch
 
 from eqsat.core.accepts import Produces
+from eqsat.core.spec import OpDef
 
 _STATE: dict[str, torch.dtype] = globals().get("_STATE", {})
 F32 = torch.float32
@@ -96,6 +98,14 @@ def standin_kernel(fake: Callable[..., Any], compute: Callable[..., Any],
         return tuple(_into(o, g, take) for o, g in zip(outs, got, strict=True))
 
     return kernel
+
+
+def standin_op(namespace: str, schema: str, fake: Callable[..., Any], compute: Callable[..., Any],
+               needs: Callable[..., None] | None = None, gpu: Callable[..., Any] | None = None) -> OpDef:
+    """A stand-in op: ``standin_kernel`` of the reference ``compute`` and, with ``gpu`` (AITER's kernel,
+    on CUDA and ROCm), of that one taking its outputs as they are; both inside ``fake`` and ``needs``."""
+    return OpDef(namespace, schema, standin_kernel(fake, compute, needs), fake,
+                 None if gpu is None else standin_kernel(fake, gpu, needs, take=True))
 
 
 def _into(out: torch.Tensor, got: torch.Tensor, take: bool) -> torch.Tensor:

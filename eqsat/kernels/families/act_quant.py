@@ -29,7 +29,7 @@ from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, half, oper
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import fresh, quant_fake
-from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, nothing, rows, standin_kernel
+from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, nothing, rows, standin_op
 
 
 def silu_mul_traffic(a: Mapping[str, object]) -> Traffic:
@@ -139,8 +139,8 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
         return None
 
     return [
-        OpDef("vllm", "rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)",
-              standin_kernel(act_fake, lambda x, g: silu_mul_fp8_group_quant(x, g, fp8), act_needs), act_fake,
-              standin_kernel(act_fake, lambda x, g: _silu_quant_gpu(x, g, fp8), act_needs, take=True)),
+        standin_op("vllm", "rocm_aiter_act_mul_and_fp8_group_quant(Tensor x, SymInt group_size) -> (Tensor, Tensor)",
+                   act_fake, lambda x, g: silu_mul_fp8_group_quant(x, g, fp8), act_needs,
+                   gpu=lambda x, g: _silu_quant_gpu(x, g, fp8)),
         OpDef("_C", "silu_and_mul(Tensor! result, Tensor input) -> ()", c_silu_and_mul, nothing, c_silu_and_mul_gpu),
     ]

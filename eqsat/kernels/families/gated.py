@@ -43,7 +43,7 @@ from eqsat.core.spelling import Const, Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, Pointwise, operand, quant_out
 from eqsat.library import reference as ref
 from eqsat.library.define import check_norm_shapes, fresh, quant_fake
-from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, need, rows, standin_kernel
+from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, need, rows, standin_op
 
 MAX_ROW_BYTES = 64 * 1024  # the kernel's limit: N * element size <= 64 KB
 _ROCM = frozenset({"gfx942", "gfx950", "rdna4"})  # the installed AITER has no Triton build of it for CUDA
@@ -193,9 +193,11 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
         return rms_norm_gated_fp8_group_quant(x, z, weight, eps, group_size, fp8)
 
     return [
-        OpDef("vllm", "fla_rms_norm_gated(Tensor x, Tensor? z, Tensor weight, float eps, SymInt? group_size,"
-              " bool norm_before_gate, str activation) -> Tensor", standin_kernel(fla_fake, fla, fla_needs), fla_fake),
-        OpDef("vllm", "rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z,"
-              " float eps, bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)",
-              standin_kernel(gated_fake, gated, gated_needs), gated_fake),
+        standin_op("vllm",
+                   "fla_rms_norm_gated(Tensor x, Tensor? z, Tensor weight, float eps, SymInt? group_size,"
+                   " bool norm_before_gate, str activation) -> Tensor", fla_fake, fla, fla_needs),
+        standin_op("vllm",
+                   "rocm_aiter_fused_rms_gated_fp8_group_quant(Tensor x, Tensor weight, Tensor? bias, Tensor z,"
+                   " float eps, bool norm_before_gate, str activation, SymInt group_size) -> (Tensor, Tensor)",
+                   gated_fake, gated, gated_needs),
     ]

@@ -45,7 +45,7 @@ from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, groups, ne
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh, quant_fake, token_fake
-from eqsat.library.vllm import F32, FP8_OUT, aiter_transposed, divides, rows, standin_kernel
+from eqsat.library.vllm import F32, FP8_OUT, aiter_transposed, divides, rows, standin_op
 
 MAX_WIDTH = 8192  # fused_qk_norm.cu: max(N1, N2) <= 8192
 GROUP_RANGE = (16, 256)  # g % tds == 0, g <= 64 * tds, g / tds a power of two, for tds in {4, 8, 16}
@@ -262,12 +262,12 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
 
     args = "Tensor q, Tensor q_weight, Tensor kv, Tensor kv_weight, float q_epsilon, float kv_epsilon"
     return [
-        OpDef("vllm", "fused_mla_dual_rms_norm(Tensor x1, Tensor x1_weight, Tensor x2, Tensor x2_weight,"
-              " float x1_epsilon, float x2_epsilon) -> (Tensor, Tensor)",
-              standin_kernel(dual_fake, mla_dual_rms_norm), dual_fake),
-        OpDef("vllm", f"fused_mla_dual_rms_norm_per_token_quant({args}) -> (Tensor, Tensor, Tensor)",
-              standin_kernel(dual_token_fake, lambda *a: mla_dual_rms_norm_token_quant(*a, fp8)), dual_token_fake),
-        OpDef("vllm", f"fused_mla_dual_rms_norm_group_quant({args}, SymInt group_size, bool transpose_scale)"
-              " -> (Tensor, Tensor, Tensor)", standin_kernel(dual_group_fake, dual_group, dual_group_needs),
-              dual_group_fake, standin_kernel(dual_group_fake, dual_group_gpu, dual_group_needs, take=True)),
+        standin_op("vllm", "fused_mla_dual_rms_norm(Tensor x1, Tensor x1_weight, Tensor x2, Tensor x2_weight,"
+                   " float x1_epsilon, float x2_epsilon) -> (Tensor, Tensor)", dual_fake, mla_dual_rms_norm),
+        standin_op("vllm", f"fused_mla_dual_rms_norm_per_token_quant({args}) -> (Tensor, Tensor, Tensor)",
+                   dual_token_fake, lambda *a: mla_dual_rms_norm_token_quant(*a, fp8)),
+        standin_op("vllm",
+                   f"fused_mla_dual_rms_norm_group_quant({args}, SymInt group_size, bool transpose_scale)"
+                   " -> (Tensor, Tensor, Tensor)", dual_group_fake, dual_group, dual_group_needs,
+                   gpu=dual_group_gpu),
     ]

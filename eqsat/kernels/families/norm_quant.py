@@ -46,7 +46,7 @@ from eqsat.library.vllm import (
     need,
     nothing,
     rows,
-    standin_kernel,
+    standin_op,
 )
 
 
@@ -351,17 +351,16 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
               rms_norm, rms_norm, rms_norm_gpu),
         OpDef("vllm_ir", "fused_add_rms_norm(Tensor x, Tensor x_residual, Tensor? weight, float epsilon,"
               " SymInt? variance_size=None) -> (Tensor, Tensor)", fused_add, fused_add, fused_add_gpu),
-        OpDef("vllm", "rocm_aiter_group_fp8_quant(Tensor x, SymInt group_size, bool transpose_scale=False)"
-              " -> (Tensor, Tensor)", standin_kernel(quant_fake_, quant, quant_needs), quant_fake_,
-              standin_kernel(quant_fake_, quant_gpu, quant_needs, take=True)),
-        OpDef("vllm", "rocm_aiter_rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float variance_epsilon,"
-              " SymInt group_size) -> (Tensor, Tensor)", standin_kernel(rms_fake, rms, rms_needs), rms_fake,
-              standin_kernel(rms_fake, lambda x, w, eps, g: _rms_quant_gpu(x, w, eps, g, fp8), rms_needs, take=True)),
-        OpDef("vllm", "rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,"
-              " float variance_epsilon, SymInt group_size) -> (Tensor, Tensor, Tensor)",
-              standin_kernel(add_fake, add, add_needs), add_fake,
-              standin_kernel(add_fake, lambda x, r, w, eps, g: _add_rms_quant_gpu(x, r, w, eps, g, fp8), add_needs,
-                             take=True)),
+        standin_op("vllm", "rocm_aiter_group_fp8_quant(Tensor x, SymInt group_size, bool transpose_scale=False)"
+                   " -> (Tensor, Tensor)", quant_fake_, quant, quant_needs, gpu=quant_gpu),
+        standin_op("vllm", "rocm_aiter_rmsnorm_fp8_group_quant(Tensor x, Tensor weight, float variance_epsilon,"
+                   " SymInt group_size) -> (Tensor, Tensor)", rms_fake, rms, rms_needs,
+                   gpu=lambda x, w, eps, g: _rms_quant_gpu(x, w, eps, g, fp8)),
+        standin_op("vllm",
+                   "rocm_aiter_rmsnorm_with_add_fp8_group_quant(Tensor x, Tensor residual, Tensor weight,"
+                   " float variance_epsilon, SymInt group_size) -> (Tensor, Tensor, Tensor)",
+                   add_fake, add, add_needs,
+                   gpu=lambda x, r, w, eps, g: _add_rms_quant_gpu(x, r, w, eps, g, fp8)),
         OpDef("_C", "rms_norm(Tensor! result, Tensor input, Tensor? weight, float epsilon) -> ()", c_rms_norm, nothing),
         OpDef("_C", "per_token_group_fp8_quant(Tensor input, Tensor! output_q, Tensor! output_s, int group_size, "
               "float eps, float fp8_min, float fp8_max, bool scale_ue8m0, bool dummy_is_scale_transposed, "

@@ -41,7 +41,7 @@ from eqsat.kernels.traffic import ACT_DTYPES, never, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh
-from eqsat.library.vllm import rows, standin_kernel
+from eqsat.library.vllm import rows, standin_op
 
 MAX_BLOCK = 1 << 20  # the padded row is one Triton block: next_pow2(N_out) <= TRITON_MAX_TENSOR_NUMEL
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
@@ -162,10 +162,10 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
         return torch.nn.functional.linear(x, weight, bias)
 
     return [
-        OpDef("vllm", "rocm_aiter_triton_add_rmsnorm_pad(Tensor x, Tensor weight, float variance_epsilon,"
-              " Tensor residual, SymInt x_pad_to_multiple) -> (Tensor, Tensor)",
-              standin_kernel(add_pad_fake, add_pad), add_pad_fake,
-              standin_kernel(add_pad_fake, lambda x, w, eps, r, k: _add_rmsnorm_pad_gpu(x, r, w, eps, k), take=True)),
-        OpDef("vllm", "rocm_unquantized_gemm(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
-              standin_kernel(gemm_fake, gemm), gemm_fake, standin_kernel(gemm_fake, gemm, take=True)),
+        standin_op("vllm", "rocm_aiter_triton_add_rmsnorm_pad(Tensor x, Tensor weight, float variance_epsilon,"
+                   " Tensor residual, SymInt x_pad_to_multiple) -> (Tensor, Tensor)", add_pad_fake, add_pad,
+                   gpu=lambda x, w, eps, r, k: _add_rmsnorm_pad_gpu(x, r, w, eps, k)),
+        standin_op("vllm", "rocm_unquantized_gemm(Tensor x, Tensor weight, Tensor? bias=None) -> Tensor",
+                   gemm_fake, gemm,
+                   gpu=gemm),
     ]

@@ -44,7 +44,7 @@ from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, Pointwise,
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
 from eqsat.library.define import check_norm_shapes, fresh, token_fake
-from eqsat.library.vllm import F32, nothing, rows, standin_kernel
+from eqsat.library.vllm import F32, nothing, rows, standin_op
 
 
 @dataclass(frozen=True)
@@ -399,24 +399,26 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
         result.copy_(ref.vllm_static_fp8_quant(input, scale, result.dtype))
 
     return [
-        OpDef("vllm", "rocm_aiter_per_token_quant(Tensor x, ScalarType quant_dtype, Tensor? scale=None)"
-              " -> (Tensor, Tensor)", standin_kernel(per_token_fake, per_token), per_token_fake),
+        standin_op("vllm", "rocm_aiter_per_token_quant(Tensor x, ScalarType quant_dtype, Tensor? scale=None)"
+                   " -> (Tensor, Tensor)", per_token_fake, per_token),
         OpDef("vllm", "rocm_aiter_per_tensor_quant(Tensor(a0!) out, Tensor x, Tensor(a2!) scale, bool is_dynamic)"
               " -> ()", per_tensor, nothing),
-        OpDef("vllm", "rocm_aiter_rmsnorm_fused_dynamic_quant(Tensor x, Tensor weight, float epsilon,"
-              " ScalarType quant_dtype) -> (Tensor, Tensor)",
-              standin_kernel(rms_dyn_fake, rmsnorm_token_fp8_quant, ck_rows), rms_dyn_fake),
-        OpDef("vllm", "rocm_aiter_rmsnorm_fused_add_dynamic_quant(Tensor x, Tensor residual, Tensor weight,"
-              " float epsilon, ScalarType quant_dtype) -> (Tensor, Tensor, Tensor)",
-              standin_kernel(add_rms_dyn_fake, rmsnorm_add_token_fp8_quant, ck_rows), add_rms_dyn_fake),
-        OpDef("vllm", "rocm_aiter_fused_rms_fp8_per_tensor_static_quant(Tensor x, Tensor weight, float epsilon,"
-              " Tensor scale, ScalarType quant_dtype) -> Tensor",
-              standin_kernel(rms_static_fake, rmsnorm_static_fp8_quant, triton_rows), rms_static_fake,
-              standin_kernel(rms_static_fake, _rms_static_gpu, triton_rows, take=True)),
-        OpDef("vllm", "rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant(Tensor x, Tensor residual,"
-              " Tensor weight, float epsilon, Tensor scale, ScalarType quant_dtype) -> (Tensor, Tensor)",
-              standin_kernel(add_rms_static_fake, rmsnorm_add_static_fp8_quant, triton_rows), add_rms_static_fake,
-              standin_kernel(add_rms_static_fake, _add_rms_static_gpu, triton_rows, take=True)),
+        standin_op("vllm", "rocm_aiter_rmsnorm_fused_dynamic_quant(Tensor x, Tensor weight, float epsilon,"
+                   " ScalarType quant_dtype) -> (Tensor, Tensor)",
+                   rms_dyn_fake, rmsnorm_token_fp8_quant, ck_rows),
+        standin_op("vllm",
+                   "rocm_aiter_rmsnorm_fused_add_dynamic_quant(Tensor x, Tensor residual, Tensor weight,"
+                   " float epsilon, ScalarType quant_dtype) -> (Tensor, Tensor, Tensor)",
+                   add_rms_dyn_fake, rmsnorm_add_token_fp8_quant, ck_rows),
+        standin_op("vllm",
+                   "rocm_aiter_fused_rms_fp8_per_tensor_static_quant(Tensor x, Tensor weight, float epsilon,"
+                   " Tensor scale, ScalarType quant_dtype) -> Tensor",
+                   rms_static_fake, rmsnorm_static_fp8_quant, triton_rows,
+                   gpu=_rms_static_gpu),
+        standin_op("vllm", "rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant(Tensor x, Tensor residual,"
+                   " Tensor weight, float epsilon, Tensor scale, ScalarType quant_dtype) -> (Tensor, Tensor)",
+                   add_rms_static_fake, rmsnorm_add_static_fp8_quant, triton_rows,
+                   gpu=_add_rms_static_gpu),
         OpDef("_C", "dynamic_per_token_scaled_fp8_quant(Tensor! result, Tensor input, Tensor! scale,"
               " Tensor? scale_ub) -> ()", c_per_token, nothing),
         OpDef("_C", "static_scaled_fp8_quant(Tensor! result, Tensor input, Tensor scale, int[]? group_shape=None)"

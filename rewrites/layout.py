@@ -17,18 +17,17 @@ a head count or size, so both gated-norm layouts ``(N * H, D)`` and ``(N, H, D)`
 from __future__ import annotations
 
 from eqsat.core.rule import Rule, rule
+from eqsat.core.spec import made
 
 
 def _facts(t: str) -> tuple[str, ...]:
-    return (f"(set (dtype {t}) dt)", f"(set (shape {t}) __rows)", f"(set (ndim {t}) 2)", f"(set (dim {t} -1) D)",
-            f"(contiguous {t})")
+    return made(t, "dt", "__rows", 2, "D")
 
 
 def _reshaped(t: str, dt: str) -> tuple[str, ...]:
     """The facts of ``t``, a contiguous view of dtype ``dt`` in shape ``s``, that keeps the last dim
     ``__d`` and has rank ``__k``."""
-    return (f"(set (dtype {t}) {dt})", f"(set (shape {t}) s)", f"(set (ndim {t}) __k)", f"(set (dim {t} -1) __d)",
-            f"(contiguous {t})")
+    return made(t, dt, "s", "__k", "__d")
 
 
 _KEEPS_LAST = ("(= (ndim __lhs) __k)", "(= (dim __lhs -1) __d)", "(= (dim x -1) __d)", "(> __d 0)", "(contiguous x)",

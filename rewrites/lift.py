@@ -16,7 +16,7 @@ The big rules are cyclic queries; the engine runs them staged (``eqsat.engine.st
 from __future__ import annotations
 
 from eqsat.core.rule import Rule, rewrite, rule
-from eqsat.core.spec import rank, same_dtype, same_last_dim, same_shape
+from eqsat.core.spec import made, rank, same_dtype, same_last_dim, same_shape
 
 NATIVE_FP8_MAX: tuple[tuple[str, float], ...] = (
     ("float8_e4m3fn", 448.0), ("float8_e4m3fnuz", 224.0), ("float8_e4m3fnuz", 240.0))
@@ -72,16 +72,9 @@ def quant_group_rule(fp8: str, fmax: float, folded: bool = False) -> Rule:
         return rule(name, query, actions, "rounding", "lift")
     query = (*common, "(= (shape __q) sq)", *rank("__q", 2), "(= (dim __q -1) __n)", "(= dx (dtype xg))",
              "(contiguous xg)")
-    actions = ("(let x (Reshape xg sq))", "(set (dtype x) dx)", "(set (shape x) sq)", "(set (ndim x) 2)",
-               "(set (dim x -1) __n)", "(contiguous x)",
+    actions = ("(let x (Reshape xg sq))", *made("x", "dx", "sq", 2, "__n"),
                "(union __q (Get (QuantGroup x G dt) 0))", "(union __s (Get (QuantGroup x G dt) 1))")
     return rule(f"{name}-folded", query, actions, "rounding", "lift")
-
-
-def _facts_of(t: str, dt: str) -> tuple[str, ...]:
-    """The facts of ``t``, a fresh contiguous tensor of dtype ``dt`` in shape ``S`` (rank ``__k``, last dim ``__d``)."""
-    return (f"(set (dtype {t}) {dt})", f"(set (shape {t}) S)", f"(set (ndim {t}) __k)", f"(set (dim {t} -1) __d)",
-            f"(contiguous {t})")
 
 
 def _sigmoid_times(x32: str) -> str:
@@ -110,8 +103,8 @@ _BIG = (
          ('(= __s2 (Add (Convert x "float32") s))', '(= s (Add (Convert a "float32") (Convert b "float32")))',
           "(= dt (dtype x))", "(= (dtype a) dt)", "(= (dtype b) dt)", '(!= dt "float32")', "(= S (shape x))",
           "(= (shape s) S)", "(= (ndim x) __k)", "(= (dim x -1) __d)", "(contiguous s)"),
-         ("(let __r (Convert s dt))", *_facts_of("__r", "dt"), '(let __r32 (Convert __r "float32"))',
-          *_facts_of("__r32", '"float32"'), '(union __s2 (Add (Convert x "float32") __r32))'),
+         ("(let __r (Convert s dt))", *made("__r", "dt", "S", "__k", "__d"), '(let __r32 (Convert __r "float32"))',
+          *made("__r32", '"float32"', "S", "__k", "__d"), '(union __s2 (Add (Convert x "float32") __r32))'),
          "rounding", "lift"),
     *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX for folded in (False, True)),
 )

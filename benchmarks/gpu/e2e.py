@@ -174,6 +174,15 @@ def make_pass(variant: str, sizes: int | tuple[int, ...], cuda: bool) -> TimedEq
     raise ValueError(f"unknown variant {variant!r}")
 
 
+def first_dynamic_call(compiled: Callable[..., Any], block: e2e_blocks.Block, device: str = "cuda") -> None:
+    """Compile ``compiled`` (``torch.compile`` of ``block``) for every M >= 2: its first call at M = 8 with
+    the token dim marked dynamic, as a block's runs compile it (the probes' way to get that compile)."""
+    first = block.example_inputs(8, device)
+    for t in first:
+        torch._dynamo.mark_dynamic(t, 0)
+    compiled(*first)
+
+
 def predict(calls: Sequence[PassCall], options: eqsat.Options, m: int) -> dict[str, Any]:
     """The pass's prediction at sizes = m for the graphs of ``calls``: eqsat.optimize on copies of the
     graphs it saw (so the choice is the one at m, which a dynamic graph's range costing may not have made)."""

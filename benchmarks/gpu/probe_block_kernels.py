@@ -55,10 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         p = e2e.make_pass(variant, sizes, True)
         compiled = torch.compile(block)
         with ic.patch(post_grad_custom_post_pass=p):
-            first = block.example_inputs(8, "cuda")
-            for t in first:
-                torch._dynamo.mark_dynamic(t, 0)
-            compiled(*first)
+            e2e.first_dynamic_call(compiled, block)
             for m in args.M:
                 x = block.example_inputs(m, "cuda", seed=m)
                 rows = kernels(lambda x=x, f=compiled: f(*x), args.iters)

@@ -35,10 +35,7 @@ def main(argv: list[str] | None = None) -> int:
             torch._dynamo.reset()
             compiled = torch.compile(block)
             with ic.patch(post_grad_custom_post_pass=passes[variant]):
-                first = block.example_inputs(8, "cuda")
-                for t in first:
-                    torch._dynamo.mark_dynamic(t, 0)
-                compiled(*first)
+                e2e.first_dynamic_call(compiled, block)
                 us = {m: gpu_timing.bench(lambda x=inputs[m], f=compiled: f(*x), 10, 2)[0] for m in args.M}
             print(f"compile {k} {variant:12s} " + "  ".join(f"M={m}: {u:8.2f}" for m, u in us.items()), flush=True)
     return 0

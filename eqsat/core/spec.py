@@ -152,6 +152,13 @@ def params(spec: str) -> tuple[tuple[str, str], ...]:
 
 # -- named side conditions (each returns egglog query facts) -------------------------------------
 
+def made(t: str, dt: str, shape: str, ndim: object, last: str) -> tuple[str, ...]:
+    """The actions that state the facts of ``t``, a contiguous tensor a rule makes: dtype ``dt``, shape
+    ``shape``, rank ``ndim``, last dim ``last`` (egglog terms or variables of the rule)."""
+    return (f"(set (dtype {t}) {dt})", f"(set (shape {t}) {shape})", f"(set (ndim {t}) {ndim})",
+            f"(set (dim {t} -1) {last})", f"(contiguous {t})")
+
+
 def rank(x: str, n: int) -> tuple[str, ...]:
     return (f"(= (ndim {x}) {n})",)
 

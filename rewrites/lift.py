@@ -121,5 +121,6 @@ RULES: tuple[Rule, ...] = (
             numerics="rounding", family="lift"),
     rewrite("slice-whole", "(Slice x d 0 9223372036854775807)", "x", family="lift"),
     rewrite("amax-is-max", "(AmaxKeepLast x)", "(Get (MaxLast x) 0)", family="lift"),
+    rewrite("max-dropped-is-amax", "(Get (MaxDropLast x) 0)", "(AmaxLast x)", family="lift"),
     rewrite("clamp-split", "(Clamp x lo hi)", "(ClampMax (ClampMin x lo) hi)", family="lift"),
 )

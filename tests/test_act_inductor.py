@@ -23,7 +23,7 @@ FN = torch.float8_e4m3fn
 TESTED_RULES = {"fuse-K_silu_mul_fp8_group_quant", "unlift-K_silu_mul_fp8_group_quant", "fuse-I_rms_group_quant",
                 "fuse-I_add_rms_group_quant", "fuse-I_silu_group_quant", "fuse-I_rms_gated_group_quant",
                 "fuse-I_add_rms_pad", "fuse-I_rms_static_quant", "fuse-I_add_rms_static_quant",
-                "fuse-I_mla_dual_rms_norm_group_quant"}
+                "fuse-I_mla_dual_rms_norm_group_quant", "fuse-I_rms_token_quant", "fuse-I_add_rms_token_quant"}
 TWIN_KEYS = {s.calibration_key for s in eqsat.DEFAULT_CATALOG if is_twin(s)}
 
 
@@ -127,6 +127,27 @@ def test_inductor_add_rms_static_quant_inlines_native_chain():
           numerics="rounding", fires="fuse-I_add_rms_static_quant", profile=inductor_wins(), post_grad=True)
 
 
+def test_inductor_rms_token_quant_inlines_native_chain():
+    """AITER's per-token quant of the norm (what K_rmsnorm_fused_dynamic_quant fuses) as Inductor's chain."""
+    check(lambda x, w: own.token_fp8_quant(vir.rms_norm(x, w, 1e-6), FN),
+          lambda x, w: ref.token_fp8_quant(ref.rms_norm(x, w, 1e-6), FN),
+          [rand(8, 512), rand(512)], numerics="rounding", fires="fuse-I_rms_token_quant", profile=inductor_wins(),
+          post_grad=True)
+
+
+def test_inductor_add_rms_token_quant_inlines_native_chain():
+    def before(x, r, w):
+        n, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+        return (*own.token_fp8_quant(n, FN), res)
+
+    def after(x, r, w):
+        n, res = ref.fused_add_rms_norm(x, r, w, 1e-5)
+        return (*ref.token_fp8_quant(n, FN), res)
+
+    check(before, after, [rand(8, 512), rand(8, 512, seed=5), rand(512)], numerics="rounding",
+          fires="fuse-I_add_rms_token_quant", profile=inductor_wins(), post_grad=True)
+
+
 def test_inductor_mla_dual_rms_norm_group_quant_inlines_native_chain():
     """DeepSeek's q latent normed and group-quantized, its kv latent normed: the twin's expansion goes
     through the dual norm's own outputs."""
@@ -157,12 +178,13 @@ def test_new_twin_rules_plan_as_one_bag():
         n, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
         return (*vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(q_c, qw, 1e-6), 128), vir.rms_norm(kv_c, kvw, 1e-5),
                 torch.nn.functional.pad(n, (0, 64)), res, own.static_fp8_quant(n, s, FN),
-                own.static_fp8_quant(vir.rms_norm(x, w, 1e-6), s, FN))
+                own.static_fp8_quant(vir.rms_norm(x, w, 1e-6), s, FN), *own.token_fp8_quant(n, FN),
+                *own.token_fp8_quant(vir.rms_norm(x, w, 1e-6), FN))
 
     inputs = [*MLA, rand(8, 2880), rand(8, 2880, seed=5), rand(2880), torch.tensor([0.02])]
     imported = import_graph(trace(every, *inputs), eqsat.DEFAULT_CATALOG, default_index())
     names = ("fuse-I_add_rms_pad", "fuse-I_rms_static_quant", "fuse-I_add_rms_static_quant",
-             "fuse-I_mla_dual_rms_norm_group_quant")
+             "fuse-I_mla_dual_rms_norm_group_quant", "fuse-I_rms_token_quant", "fuse-I_add_rms_token_quant")
     plans = {name: _plan(name, imported) for name in names}
     assert all(p == "single" for p in plans.values()), plans
 

@@ -96,12 +96,26 @@ def test_rms_static_quant(residual: bool) -> None:
     assert fp8_step_error(q, ones * 0.02, rq, ones * 0.02, 128) <= 1.25
 
 
+@pytest.mark.parametrize("scale", [1e-2, 1.0, 30.0])
+@pytest.mark.parametrize("shape", [(1, 4096), (64, 4096), (3, 5, 512)])
+def test_rms_token_quant(shape: tuple[int, ...], scale: float) -> None:
+    """AITER's Triton rmsnorm2d_fwd_with(_add)_dynamicquant: q·s within the row's rounding (the add
+    variant norms the bf16-rounded sum, the reference the fp32 one), the residual bit-equal."""
+    x, w, r = rand(*shape, scale=scale), rand(shape[-1], seed=10), rand(*shape, scale=scale, seed=11)
+    (q, s), (rq, rs) = both(own.rmsnorm_token_fp8_quant, x, w, EPS, FN)
+    assert q.shape == rq.shape and s.shape == rs.shape == (*shape[:-1], 1)
+    assert fp8_step_error(q, s, rq, rs, shape[-1]) <= 1.25
+    (q, res, s), (rq, rres, rs) = both(own.rmsnorm_add_token_fp8_quant, x, r, w, EPS, FN)
+    assert torch.equal(res, rres) and s.shape == rs.shape
+    assert fp8_step_error(q, s, rq, rs, shape[-1]) <= 1.25
+
+
 def test_every_gpu_implementation_is_tested() -> None:
     """A fused op given a GPU implementation gets a test here (the modules' OPS say which have one)."""
     ops = [op.name for family in FAMILIES for op in getattr(family, "OPS", ()) if op.gpu]
     tested = {"rmsnorm_fp8_group_quant", "rmsnorm_add_fp8_group_quant", "silu_mul_fp8_group_quant",
               "mla_dual_rms_norm_group_quant", "add_rmsnorm_pad", "rmsnorm_static_fp8_quant",
-              "rmsnorm_add_static_fp8_quant"}
+              "rmsnorm_add_static_fp8_quant", "rmsnorm_token_fp8_quant", "rmsnorm_add_token_fp8_quant"}
     assert set(ops) == tested
 
 
@@ -147,7 +161,7 @@ def test_vllm_standin_group_quants(standins_fn: None, scale: float) -> None:
     assert fp8_step_error(q8, s, rq8, rs, 128) <= 1.25 and close_bf16(kvn, rkvn, 1.0)
 
 
-def test_vllm_standin_pad_static_gemm_silu(standins_fn: None) -> None:
+def test_vllm_standin_pad_static_token_gemm_silu(standins_fn: None) -> None:
     x, r, w = rand(32, 2880), rand(32, 2880, seed=6), rand(2880, seed=7)
     (y, res), (ry, rres) = both(vllm.rocm_aiter_triton_add_rmsnorm_pad, x, w, EPS, r, 256)
     assert y.shape == ry.shape == (32, 3072) and torch.equal(res, rres) and close_bf16(y, ry, 1.0)
@@ -160,6 +174,10 @@ def test_vllm_standin_pad_static_gemm_silu(standins_fn: None) -> None:
     assert fp8_step_error(q, ones, rq, ones, 128) <= 1.25
     (q, res), (rq, rres) = both(vllm.rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant, x, r, w, EPS, scale, FN)
     assert torch.equal(res, rres) and fp8_step_error(q, ones, rq, ones, 128) <= 1.25
+    (q, s), (rq, rs) = both(vllm.rocm_aiter_rmsnorm_fused_dynamic_quant, x, w, EPS, FN)
+    assert s.shape == rs.shape == (64, 1) and fp8_step_error(q, s, rq, rs, 4096) <= 1.25
+    (q, res, s), (rq, rres, rs) = both(vllm.rocm_aiter_rmsnorm_fused_add_dynamic_quant, x, r, w, EPS, FN)
+    assert torch.equal(res, rres) and fp8_step_error(q, s, rq, rs, 4096) <= 1.25
     gu = rand(8, 2 * 2304)
     out_gpu, out_cpu = torch.empty(8, 2304, dtype=torch.bfloat16, device="cuda"), torch.empty(8, 2304, dtype=torch.bfloat16)
     torch.ops._C.silu_and_mul(out_gpu, gu.cuda())
@@ -183,7 +201,8 @@ def test_every_vllm_standin_gpu_implementation_is_tested() -> None:
                    "vllm::rocm_aiter_act_mul_and_fp8_group_quant", "_C::silu_and_mul",
                    "vllm::fused_mla_dual_rms_norm_group_quant", "vllm::rocm_aiter_triton_add_rmsnorm_pad",
                    "vllm::rocm_unquantized_gemm", "vllm::rocm_aiter_fused_rms_fp8_per_tensor_static_quant",
-                   "vllm::rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant"}
+                   "vllm::rocm_aiter_fused_add_rms_fp8_per_tensor_static_quant",
+                   "vllm::rocm_aiter_rmsnorm_fused_dynamic_quant", "vllm::rocm_aiter_rmsnorm_fused_add_dynamic_quant"}
 
 
 def test_pass_inside_torch_compile_on_cuda_in_vllms_ops(standins_fn: None) -> None:

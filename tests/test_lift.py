@@ -370,7 +370,9 @@ def _every_rule_fires(x, r, w1, w2, g):
     silus = (torch.nn.functional.silu(a) * b, (c32 / (1 + torch.exp(-c32))).to(g.dtype) * g2[..., 512:],
              (torch.nn.functional.silu(g3[:, :512].float()) * g3[:, 512:].float()).to(g.dtype), olmo2(x, w1),
              helium(x, w2), (d32 * torch.sigmoid(d32)).to(g.dtype) * g4[..., 512:])
-    return (*silus, *quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped, *(t for f in forms for t in f))
+    row_max = r.abs().max(dim=-1)[0]  # max-dropped-is-amax
+    return (*silus, *quant_native(n, 128), *q2, res, *(t for f in fused for t in f), clamped,
+            *(t for f in forms for t in f), row_max)
 
 
 def _plan(rule_name: str, imported) -> str:

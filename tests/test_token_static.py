@@ -34,13 +34,16 @@ TESTED_RULES = {
     "lift-quant-token-e4m3fnuz", "lift-quant-token-e4m3fn", "lift-quant-static-e4m3fnuz", "lift-quant-static-e4m3fn",
     "lift-quant-token-e4m3fnuz.match", "lift-quant-token-e4m3fn.match",  # staged (rewrites/lift.py)
     "lift-quant-token-e4m3fnuz-240", "lift-quant-token-e4m3fnuz-240.match", "lift-quant-static-e4m3fnuz-240",
+    "max-dropped-is-amax",
 }
 
 
-def token_native(x, dt=FP8, fmax=None):
-    """vLLM ``QuantFP8`` per-token forward_native as post-grad graphs spell it (§4.5)."""
+def token_native(x, dt=FP8, fmax=None, spelled="amax"):
+    """vLLM ``QuantFP8`` per-token forward_native as post-grad graphs spell it (§4.5): the row's max as
+    0.33.0's ``amax(dim=-1)`` or (``spelled="max"``) earlier vLLMs' ``max(dim=-1)`` values."""
     fmax = fmax or ref.vllm_fp8_max(dt)
-    s = (x.abs().amax(-1).unsqueeze(-1).float() / fmax).clamp_min(1 / (fmax * 512))
+    x_max = x.abs().amax(-1) if spelled == "amax" else x.abs().max(dim=-1)[0]
+    s = (x_max.unsqueeze(-1).float() / fmax).clamp_min(1 / (fmax * 512))
     return (x.float() * s.reciprocal()).clamp_min(-fmax).clamp_max(fmax).to(dt), s
 
 
@@ -172,7 +175,7 @@ def test_rules_plan_as_one_bag():
     def every(x, r, w, s):
         a, res = vir.fused_add_rms_norm(x, r, w, 1e-6)
         return (*token_native(vir.rms_norm(x, w, 1e-6)), static_native(a, s), *token_native(x, FN),
-                static_native(x, s, FN), *token_native(a, FP8, 240.0), static_native(res, s, FP8, 240.0),
+                static_native(x, s, FN), *token_native(a, FP8, 240.0), *token_native(res, FN, spelled="max"), static_native(res, s, FP8, 240.0),
                 *own.vllm_token_fp8_quant(a, FP8), own.vllm_static_fp8_quant(a, s, FP8),
                 *vllm.rocm_aiter_rmsnorm_fused_dynamic_quant(x, w, 1e-6, FP8), res,
                 *vllm.rocm_aiter_rmsnorm_fused_add_dynamic_quant(x, r, w, 1e-6, FP8),
@@ -290,6 +293,25 @@ def test_lift_native_quants(dt, fmax):
         x, r, w, 1e-6, s, dt), [*XRW, S], fires=f"lift-quant-static-{name}")
 
 
+@pytest.mark.parametrize("dt", [FP8, FN])
+def test_lift_native_token_quant_written_with_max(dt):
+    """The row max as ``x.abs().max(dim=-1)`` values (keepdim False) reads as ``amax``, so the chain fuses."""
+    check(lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), dt, spelled="max"),
+          lambda x, w: vllm.rocm_aiter_rmsnorm_fused_dynamic_quant(x, w, 1e-6, dt),
+          XW, numerics="rounding", group=N, fires="max-dropped-is-amax")
+
+
+def test_max_of_a_row_kept_where_its_indices_are_read():
+    """Only the values are amax: a graph reading the indices keeps its ``max.dim``."""
+    def before(x):
+        values, indices = x.abs().max(dim=-1)
+        return values * 2, indices
+
+    gm = trace(before, rand(8, 64))
+    eqsat.optimize(gm, emit="always", strict=True)
+    assert targets(gm) == ["aten.abs.default", "aten.max.dim", "aten.mul.Tensor"], gm.code
+
+
 # -- vLLM's mutating quants under auto_functionalized (v1), through torch.compile ----------------
 
 # The scale these "mutate" is a clone of the input, which functionalization folds away: nothing is written
@@ -393,15 +415,22 @@ def _scale_of_another(x, w, y):  # the native per-token tail of the norm output,
 @pytest.mark.parametrize(("before", "inputs"), [
     (_token, [XW[0], W32 := rand(N, dtype=torch.float32)]), (_static, [XW[0], W32, S]),  # weight dtype ≠ input's
     (_token, [X3 := rand(4, 2, N), XW[1]]), (_static, [X3, XW[1], S]),  # 3-D input
-    (lambda xt, w: _token(xt.t(), w), [rand(N, 8), XW[1]]),  # non-contiguous input
     (_static, [*XW, torch.tensor([0.02, 0.03])]), (_static, [*XW, torch.tensor([[0.02, 0.02]])]),  # 2 elements
     (_static, [*XW, torch.tensor([0.02], dtype=BF16)]),  # a bf16 scale
     (lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), fmax=200.0), XW),  # no fp8 bound: no lift
     (lambda x, w, s: static_native(vir.rms_norm(x, w, 1e-6), s, fmax=200.0), [*XW, S]),
     (lambda x, w: token_native(vir.rms_norm(x, w, 1e-6), FN, fmax=240.0), XW),  # e4m3fn's is 448
     (_scale_of_another, [*XW, rand(8, N, seed=9)]),
-], ids=["w32-token", "w32-static", "3d-token", "3d-static", "strided", "scale2", "scale1x2", "scale-bf16",
+], ids=["w32-token", "w32-static", "3d-token", "3d-static", "scale2", "scale1x2", "scale-bf16",
         "native-token-200", "native-static-200",
         "e4m3fn-token-240", "native-scale-of-another"])
 def test_no_rewrite(before, inputs):
     unchanged(before, inputs)
+
+
+def test_strided_input_gets_no_fused_kernel():
+    """A transposed x: AITER's kernel reads contiguous rows, so it does not apply; Inductor's twin of the
+    chain (any layout) may, as the profile prices it."""
+    gm = trace(lambda xt, w: _token(xt.t(), w), rand(N, 8), XW[1])
+    report = eqsat.optimize(gm, emit="always", strict=True)
+    assert not [k for k in report.kernels_chosen if k.startswith("K_")], report.kernels_chosen

@@ -3,7 +3,7 @@
 
 ``load_aiter`` puts three stubs in ``sys.modules`` (the package itself with the wheel's folder as its
 path, ``aiter.dtypes`` with fp8 = float8_e4m3fn, and an ``arch_info`` that answers "gfx950", plus a
-``device_info`` for the CPU dry run), imports the four kernel modules, checks the kernels used for
+``device_info`` for the CPU dry run), imports the kernel modules, checks the kernels used for
 the two ROCm-only constructs a Hopper port would have to patch (``tl.assume``, ``waves_per_eu``), and
 returns the wrappers with a list saying what it did. Nothing of AITER is copied here.
 """
@@ -13,17 +13,8 @@ from __future__ import annotations
 import sys
 import types
 
+from eqsat.library.aiter import KERNELS as WRAPPERS  # (module under aiter.ops.triton, wrapper)
 from eqsat.library.aiter import aiter_dir, stub_package
-
-WRAPPERS = (  # (module under aiter.ops.triton, wrapper)
-    ("fused_fp8_quant", "fused_rms_fp8_group_quant"),
-    ("fused_fp8_quant", "fused_flatten_fp8_group_quant"),
-    ("fused_fp8_quant", "fused_rms_fp8_per_tensor_static_quant"),
-    ("activation", "act_mul_and_fp8_group_quant"),
-    ("rmsnorm", "rms_norm"),
-    ("rmsnorm", "rmsnorm2d_fwd_with_add"),
-    ("fused_add_rmsnorm_pad", "fused_add_rmsnorm_pad"),
-)
 
 
 def find_aiter_dir() -> str:
@@ -70,6 +61,8 @@ def load_aiter(cpu: bool = False) -> tuple[dict, list[str]]:
         k_act._act_mul_and_dynamic_fp8_group_quant_kernel,
         k_rms._rms_norm_kernel,
         k_rms._fused_add_rmsnorm_kernel,
+        k_rms._quant_rms_norm_kernel,
+        k_rms._quant_fused_add_rmsnorm_kernel,
         k_pad._fused_add_rmsnorm_pad,
     ]
     for k in used:

@@ -4,8 +4,8 @@ outputs, how it is checked, and the bytes it must move at least (the bytes model
 
 Two sets of keys: ``grid``, the group-quant family over the M x N grid of the first table, and
 ``models``, the kernels a model's own shape decides (gpt-oss's add + rms_norm + pad of 2880 to a multiple
-of 256, Llama's static per-tensor quant at 4096, DeepSeek's MLA q latent of 1536 with its kv latent of
-512), each AITER kernel with its Inductor twin, at its model's width (``WIDTHS``).
+of 256, Llama's norm with a static per-tensor or dynamic per-token quant at 4096, DeepSeek's MLA q latent
+of 1536 with its kv latent of 512), each AITER kernel with its Inductor twin, at its model's width (``WIDTHS``).
 """
 
 from __future__ import annotations
@@ -20,16 +20,19 @@ from native import (
     native_add_rms_group_quant,
     native_add_rms_pad,
     native_add_rms_static_quant,
+    native_add_rms_token_quant,
     native_group_quant,
     native_mla_rms_group_quant,
     native_rms,
     native_rms_group_quant,
     native_rms_static_quant,
+    native_rms_token_quant,
     native_silu_group_quant,
 )
 
 _GRID_FUSED = ["rms_group_quant", "add_rms_group_quant", "silu_group_quant"]
-_MODEL_FUSED = ["add_rms_pad", "rms_static_quant", "add_rms_static_quant", "mla_dual_rms_norm_group_quant"]
+_MODEL_FUSED = ["add_rms_pad", "rms_static_quant", "add_rms_static_quant", "mla_dual_rms_norm_group_quant",
+                "rms_token_quant", "add_rms_token_quant"]
 SETS = {
     "grid": [*_GRID_FUSED, "rms_norm", "add_rms_norm", "group_quant", "silu_mul",
              *(f"inductor:{k}" for k in _GRID_FUSED)],
@@ -37,7 +40,7 @@ SETS = {
 }
 KEYS = [k for keys in SETS.values() for k in keys]
 WIDTHS = {"add_rms_pad": [2880], "rms_static_quant": [4096], "add_rms_static_quant": [4096],
-          "mla_dual_rms_norm_group_quant": [1536]}
+          "mla_dual_rms_norm_group_quant": [1536], "rms_token_quant": [4096], "add_rms_token_quant": [4096]}
 """N of the ``models`` keys (MLA: q's width; kv's is ``MLA_KV``); the other keys take the grid's."""
 PAD_MULTIPLE = 256  # gpt-oss's x_pad_to_multiple on gfx950
 MLA_KV, MLA_PE = 512, 64  # DeepSeek-V3's kv_lora_rank, qk_rope_head_dim
@@ -78,6 +81,10 @@ def min_bytes(key: str, M: int, N: int, G: int) -> int:
         return M * N * 2 + N * 2 + 4 + M * N
     if base == "add_rms_static_quant":
         return 2 * M * N * 2 + N * 2 + 4 + M * N + M * N * 2
+    if base == "rms_token_quant":
+        return M * N * 2 + N * 2 + M * N + M * 4
+    if base == "add_rms_token_quant":
+        return 2 * M * N * 2 + N * 2 + M * N + M * 4 + M * N * 2
     if base == "mla_dual_rms_norm_group_quant":
         return M * (N + MLA_KV) * 2 + (N + MLA_KV) * 2 + M * N + M * ng * 4 + M * MLA_KV * 2
     raise KeyError(key)
@@ -245,6 +252,28 @@ def _model_case(key, N, G, A, inp):
         def chk(res):
             ok, err, mism = _check_static(res[0], ref["add_static"][0], s)
             return ok and torch.equal(res[1], ref["add_static"][1]), err, mism
+    elif base == "rms_token_quant":
+        native, args = native_rms_token_quant, (x, w)
+
+        def aiter():
+            q, scale = torch.empty_like(x, dtype=fp8), x.new_empty((x.shape[0], 1), dtype=torch.float32)
+            A["rmsnorm2d_fwd_with_dynamicquant"](q, x, scale, w, EPS, clamp_out=True)
+            return q, scale
+
+        def chk(res):
+            return check_quant(res[0], res[1], *ref["rms_token"], N)
+    elif base == "add_rms_token_quant":
+        native, args = native_add_rms_token_quant, (x, r, w)
+
+        def aiter():  # returned in the native chain's order: (q, scale, residual)
+            q, res_out = torch.empty_like(x, dtype=fp8), torch.empty_like(x)
+            scale = x.new_empty((x.shape[0], 1), dtype=torch.float32)
+            A["rmsnorm2d_fwd_with_add_dynamicquant"](q, x, r, res_out, scale, w, EPS)
+            return q, scale, res_out
+
+        def chk(res):
+            ok, err, mism = check_quant(res[0], res[1], *ref["add_token"][:2], N)
+            return ok and torch.equal(res[2], ref["add_token"][2]), err, mism
     elif base == "mla_dual_rms_norm_group_quant":
         native, args = native_mla_rms_group_quant, (p, w, kvw)
         q_c, kv_c = mla_latents(p, N, MLA_KV)
@@ -317,5 +346,7 @@ def make_inputs(M, N, G, dev, seed):
         "rms_static": lambda: native_rms_static_quant(x, w, s),
         "add_static": lambda: native_add_rms_static_quant(x, r, w, s),
         "mla": lambda: native_mla_rms_group_quant(p, w, kvw),
+        "rms_token": lambda: native_rms_token_quant(x, w),
+        "add_token": lambda: native_add_rms_token_quant(x, r, w),
     })
     return {"x": x, "r": r, "w": w, "xs": xs, "p": p, "kvw": kvw, "s": s, "ref": ref}

@@ -12,9 +12,11 @@ Each variant is a fresh compile (``torch._dynamo.reset()``, FX-graph and AOT cac
 with the token dim marked dynamic (``--compile dynamic``, the default: one graph for M >= 2, and Dynamo's
 0/1 specialisation compiles M = 1 on its own) or once per M (``--compile static``). The eqsat pass costs a
 dynamic graph at ``--eqsat-sizes`` (default: the M list, a compile range as vLLM's passes see one). Inductor
-times Triton configs at a graph's first run, so two compiles of one graph can differ by 10-15% (dynamic
-graphs); ``--rounds K`` compiles and times every variant K times in turn and reports the median speedup and
-the rounds' range. One pass object per variant serves the whole run (as a process sets the pass once); its
+times Triton configs at a kernel's first run (a dynamic graph's at M = 8), so two compiles of one graph can
+differ by up to 1.7x (``probe_compile_spread.py``); a round's variants share those choices (``--autotune
+round``, the default: a kernel whose source an earlier variant of the round compiled takes its config, the
+cache emptied each round), so a kernel two variants both run runs alike in both. ``--rounds K`` compiles and
+times every variant K times in turn and reports the median speedup and the rounds' range. One pass object per variant serves the whole run (as a process sets the pass once); its
 set-up on the warm-up graph is reported apart. The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
 ``dispatch``: AITER's Triton or cuBLAS's fp8 GEMM, the faster correct one per shape).
 
@@ -56,6 +58,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import glob
 import math
 import os
 import statistics
@@ -291,12 +294,15 @@ def _lower(gm: fx.GraphModule, example_inputs: Sequence[Any], fake_mode: Any) ->
         graph.run(*example_inputs)
 
 
-def configure_torch(fixed_configs: bool = False) -> None:
+def configure_torch(fixed_configs: bool = False, shared_autotune: bool = False) -> None:
     """Fresh compiles (no FX-graph, AOT or remote caches), mutating ops functionalized as vLLM has them
     (``auto_functionalized``, v1); ``fixed_configs``: Inductor times no Triton config
-    while compiling (its deterministic mode, pointwise autotuning off), so two compiles of a graph are alike."""
+    while compiling (its deterministic mode, pointwise autotuning off), so two compiles of a graph are alike;
+    ``shared_autotune``: Inductor's local autotune cache on (:func:`forget_autotuning` empties it)."""
     gpu_timing.setup_torch()  # Dynamo's recompile limits up, autotune cache off, grad off
     import torch._inductor.config as ic
+
+    ic.autotune_local_cache = shared_autotune
 
     ic.fx_graph_cache = False
     ic.enable_auto_functionalized_v2 = False  # as vLLM's compile config sets it (its _C ops' mutations, v1)
@@ -307,6 +313,18 @@ def configure_torch(fixed_configs: bool = False) -> None:
     if fixed_configs:
         ic.deterministic = True
         ic.triton.autotune_pointwise = False
+
+
+def forget_autotuning() -> int:
+    """Delete the Triton configs Inductor's local autotune cache holds (``*.best_config`` beside each
+    kernel's source in Inductor's cache folder); how many. With the cache on, a kernel whose source an
+    earlier compile made takes that compile's choice instead of timing its configs again."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    found = glob.glob(os.path.join(cache_dir(), "**", "*.best_config"), recursive=True)
+    for path in found:
+        os.remove(path)
+    return len(found)
 
 
 # -- checks ---------------------------------------------------------------------------------------------------
@@ -525,6 +543,8 @@ class Run:
         args = self.args
         if args.rounds > 1:
             log(f"   -- round {rnd + 1} / {args.rounds}")
+        if args.autotune == "round":
+            log(f"   autotune cache emptied ({forget_autotuning()} configs)")
         self.rnd = rnd
         base_us: dict[int, float] = {}
         for variant in args.variants:
@@ -863,6 +883,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="compile and time every variant this many times, in turn (each round a fresh compile)")
     ap.add_argument("--inductor-configs", choices=("default", "fixed"), default="default",
                     help="fixed: Inductor's deterministic mode and no pointwise autotuning (no config timed at compile)")
+    ap.add_argument("--autotune", choices=("round", "fresh"), default="round",
+                    help="round: the variants of a round share Inductor's autotune choices (a kernel source "
+                         "another variant compiled takes its config; emptied each round); fresh: each times its own")
     ap.add_argument("--exec", choices=("inductor", "fx"), default="inductor",
                     help="fx (CPU only): run the post-grad graph with FX instead of Inductor's code")
     ap.add_argument("--rep-ms", type=float, default=10.0, help="do_bench_cudagraph's rep (ms)")
@@ -897,7 +920,7 @@ def main(argv: Sequence[str] | None = None) -> Run:
     args = parse(argv)
     if not args.dry_run and not torch.cuda.is_available():
         raise SystemExit("no CUDA device: use --dry-run on the CPU")
-    configure_torch(args.inductor_configs == "fixed")
+    configure_torch(args.inductor_configs == "fixed", args.autotune == "round")
     if args.dry_run:
         torch.set_num_threads(1)  # wall-clock times on a shared CPU: no OpenMP threads spinning against each other
     for line in env_lines(not args.dry_run):

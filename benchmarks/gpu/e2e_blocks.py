@@ -210,8 +210,8 @@ def group_quant(x: torch.Tensor, group_size: int = G) -> tuple[torch.Tensor, tor
 
 
 def token_quant(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """vLLM's ``QuantFP8.forward_native``, dynamic per-token: scale [M, 1] fp32."""
-    x_max = x.abs().max(dim=-1).values.unsqueeze(-1).to(torch.float32)
+    """vLLM 0.33.0's ``QuantFP8.forward_native``, dynamic per-token: scale [M, 1] fp32."""
+    x_max = x.abs().amax(dim=-1).unsqueeze(-1).to(torch.float32)
     scale = (x_max / FP8_MAX).clamp(min=FP8_MIN_SCALE)
     out = (x.to(torch.float32) * scale.reciprocal()).clamp(-FP8_MAX, FP8_MAX).to(FP8)
     return out, scale

@@ -20,6 +20,8 @@ size G = 128, bf16 activations, fp8 = float8_e4m3fn (max 448), eps 1e-6, with
     add_rms_pad            fused_add_rmsnorm_pad(x, w, eps, r, 256), gpt-oss N = 2880 (padded to 3072)
     rms_static_quant       fused_rms_fp8_per_tensor_static_quant(x, w, eps, s), Llama N = 4096
     add_rms_static_quant   the same with res1=r
+    rms_token_quant        rmsnorm2d_fwd_with_dynamicquant(q, x, s, w, eps), Llama N = 4096 (per-token scale)
+    add_rms_token_quant    rmsnorm2d_fwd_with_add_dynamicquant(q, x, r, r_out, s, w, eps)
     mla_dual_rms_norm_group_quant  fused_rms_fp8_group_quant(q_c, qw, eps, kv_c, kvw, eps): DeepSeek's
                            q latent (N = 1536) normed and group-quantized, its kv latent (512) normed, both
                            split views of one (M, 1536 + 512 + 64) projection
@@ -43,6 +45,8 @@ a = 2 bytes bf16, w = 2 bytes weight, q = 1 byte fp8, s = 4 bytes fp32 scale, G 
     add_rms_pad (P = N rounded up to 256)              R = 2*M*N*2 + N*2      W = M*P*2 + M*N*2
     rms_static_quant (s: 4 bytes)                      R = M*N*2 + N*2 + 4    W = M*N
     add_rms_static_quant                               R = 2*M*N*2 + N*2 + 4  W = M*N + M*N*2
+    rms_token_quant                                    R = M*N*2 + N*2        W = M*N + M*4
+    add_rms_token_quant                                R = 2*M*N*2 + N*2      W = M*N + M*4 + M*N*2
     mla_dual_rms_norm_group_quant (K = 512)            R = M*(N+K)*2 + (N+K)*2  W = M*N + M*G*4 + M*K*2
 The Inductor rows count the op's minimum (as if Inductor emitted one kernel); ``launches`` says how many
 kernels it really emitted. ``launches`` is counted with the PyTorch profiler (kernel events of one call);

@@ -64,6 +64,25 @@ def native_add_rms_static_quant(x, r, w, scale):
     return native_static_quant(y, scale), res
 
 
+def native_token_quant(y):
+    """vLLM 0.33.0's dynamic per-token ``QuantFP8.forward_native``: the row's ``amax``, the scale floored at
+    1 / (448 * 512), ``y32 * (1 / scale)`` clamped and cast. Returns (q, scale [M, 1])."""
+    import torch
+
+    s = (y.abs().amax(dim=-1).unsqueeze(-1).float() / FP8_MAX).clamp_min(1.0 / (FP8_MAX * 512.0))
+    return (y.float() * s.reciprocal()).clamp(-FP8_MAX, FP8_MAX).to(torch.float8_e4m3fn), s
+
+
+def native_rms_token_quant(x, w):
+    return native_token_quant(native_rms(x, w))
+
+
+def native_add_rms_token_quant(x, r, w):
+    y, res = native_add_rms(x, r, w)
+    q, s = native_token_quant(y)
+    return q, s, res
+
+
 def native_add_rms_pad(x, r, w, multiple: int):
     """gpt-oss: the fused-add norm zero-padded on the right to a multiple (``F.pad``). Returns (padded, residual)."""
     import torch.nn.functional as F

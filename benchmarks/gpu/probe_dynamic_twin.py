@@ -3,7 +3,7 @@ were fitted) against one dynamic compile serving every M (first run at M = 8, as
 beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA), with each compile's kernel
 launches. The DeepSeek layer's chains: silu + group quant (input [M, 2 x 2304]; as the e2e block writes it,
 vLLM's native code, and with ``amax`` for ``max(dim)[0]``; as ``native.py`` writes it) and add + RMSNorm +
-group quant (N = 7168); the silu chains also with their (q, scale) read by an opaque op, as a GEMM reads
+group quant (N = 7168); Llama's norm (and add + norm) + per-token quant (N = 4096); the silu chains also with their (q, scale) read by an opaque op, as a GEMM reads
 them in a model, instead of being the graph's outputs. CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
@@ -55,6 +55,22 @@ def into_op(chain):  # noqa: ANN001, ANN201
     return lambda *a: consume(*chain(*a))
 
 
+def norm_in(n: int, residual: bool):  # noqa: ANN201
+    """Inputs of a norm chain of width ``n``: (x, w), or (x, r, w) with a residual."""
+    def make(m: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+        rows = (m, n), *(((m, n),) if residual else ())
+        return (*(torch.randn(*s, device="cuda", generator=g).to(torch.bfloat16) for s in rows),
+                torch.randn(n, device="cuda", generator=g).to(torch.bfloat16))
+    return make
+
+
+def add_into_op(native_chain, fused, n: int) -> tuple:  # noqa: ANN001
+    """An add + norm + quant chain whose (q, scale) feed the opaque op, its residual an output: the
+    native chain returns (q, scale, residual), the fused op (q, residual, scale)."""
+    return (lambda x, r, w: (lambda q, s, res: (consume(q, s), res))(*native_chain(x, r, w)),
+            lambda x, r, w: (lambda q, res, s: (consume(q, s), res))(*fused(x, r, w)), norm_in(n, residual=True))
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
 
@@ -68,27 +84,25 @@ def chains() -> dict[str, tuple]:
                                                lambda x: consume(*own.silu_mul_fp8_group_quant(x, 128, FN)), silu_in),
         "rms_group_quant_into_op": (into_op(native.native_rms_group_quant),
                                     lambda x, w: consume(*own.rmsnorm_fp8_group_quant(x, w, native.EPS, 128, FN)),
-                                    lambda m, g: (torch.randn(m, 1536, device="cuda", generator=g).to(torch.bfloat16),
-                                                  torch.randn(1536, device="cuda", generator=g).to(torch.bfloat16))),
-        "add_rms_group_quant_into_op": (
-            lambda x, r, w: (lambda q, s, res: (consume(q, s), res))(*native.native_add_rms_group_quant(x, r, w)),
-            lambda x, r, w: (lambda q, res, s: (consume(q, s), res))(
-                *own.rmsnorm_add_fp8_group_quant(x, r, w, native.EPS, 128, FN)),
-            lambda m, g: (torch.randn(m, 7168, device="cuda", generator=g).to(torch.bfloat16),
-                          torch.randn(m, 7168, device="cuda", generator=g).to(torch.bfloat16),
-                          torch.randn(7168, device="cuda", generator=g).to(torch.bfloat16))),
+                                    norm_in(1536, residual=False)),
+        "add_rms_group_quant_into_op": add_into_op(
+            native.native_add_rms_group_quant, lambda x, r, w: own.rmsnorm_add_fp8_group_quant(x, r, w, native.EPS, 128, FN),
+            7168),
+        "rms_token_quant_into_op": (into_op(native.native_rms_token_quant),
+                                    lambda x, w: consume(*own.rmsnorm_token_fp8_quant(x, w, native.EPS, FN)),
+                                    norm_in(4096, residual=False)),
+        "add_rms_token_quant_into_op": add_into_op(
+            native.native_add_rms_token_quant, lambda x, r, w: own.rmsnorm_add_token_fp8_quant(x, r, w, native.EPS, FN),
+            4096),
         "silu_group_quant_vllm_form": (vllm_silu_group_quant, lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
                                        silu_in),
         "silu_group_quant_amax_form": (amax_silu_group_quant, lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
                                        silu_in),
         "silu_group_quant": (native.native_silu_group_quant,
-                             lambda x: own.silu_mul_fp8_group_quant(x, 128, FN),
-                             lambda m, g: (torch.randn(m, 2 * 2304, device="cuda", generator=g).to(torch.bfloat16),)),
+                             lambda x: own.silu_mul_fp8_group_quant(x, 128, FN), silu_in),
         "add_rms_group_quant": (native.native_add_rms_group_quant,
                                 lambda x, r, w: own.rmsnorm_add_fp8_group_quant(x, r, w, native.EPS, 128, FN),
-                                lambda m, g: (torch.randn(m, 7168, device="cuda", generator=g).to(torch.bfloat16),
-                                              torch.randn(m, 7168, device="cuda", generator=g).to(torch.bfloat16),
-                                              torch.randn(7168, device="cuda", generator=g).to(torch.bfloat16))),
+                                norm_in(7168, residual=True)),
     }
 
 

@@ -26,6 +26,8 @@ KERNELS = (  # (module under aiter.ops.triton, wrapper)
     ("fused_fp8_quant", "fused_rms_fp8_per_tensor_static_quant"),
     ("rmsnorm", "rms_norm"),
     ("rmsnorm", "rmsnorm2d_fwd_with_add"),
+    ("rmsnorm", "rmsnorm2d_fwd_with_dynamicquant"),
+    ("rmsnorm", "rmsnorm2d_fwd_with_add_dynamicquant"),
     ("activation", "act_mul_and_fp8_group_quant"),
     ("fused_add_rmsnorm_pad", "fused_add_rmsnorm_pad"),
 )

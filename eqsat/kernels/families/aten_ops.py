@@ -9,7 +9,7 @@ Traffic is inferred from the inputs: elementwise ops write ``max(numel)`` at the
 element per row (``MaxLast`` also int64 indices); views (``Slice``, ``SplitLast2``) cost nothing.
 Spellings (vocabulary ``"aten"``): import takes the first spelling that fits a node (else generic),
 emission a constructor's first. ``MeanLast``, ``MaxLast``, ``AmaxKeepLast`` pin the last dim and
-``keepdim=True`` (``Spelling.fixed``); ``SplitLast2`` is a two-way last-dim ``split_with_sizes``,
+``keepdim=True`` (``Spelling.fixed``), ``MaxDropLast`` the last dim and ``keepdim=False``; ``SplitLast2`` is a two-way last-dim ``split_with_sizes``,
 ``SplitLast`` a ``split`` into equal pieces over it, ``PadLast`` a zero ``constant_pad_nd`` by ``[0, p]``.
 Invariant: every row means exactly what its ATen op computes.
 """
@@ -79,6 +79,7 @@ ROWS: tuple[KernelSpec, ...] = (
     _row("Sigmoid", "x:T", _elementwise, "aten.sigmoid.default", "1 / (1 + exp(-x))"),
     _row("Silu", "x:T", _elementwise, "aten.silu.default", "x / (1 + exp(-x)), computed in fp32, in x.dtype"),
     _row("MaxLast", "x:T", _max_last, "aten.max.dim", "(values, indices) of max over the last dim, keepdim=True"),
+    _row("MaxDropLast", "x:T", _max_last, "aten.max.dim", "(values, indices) of max over the last dim, keepdim=False"),
     _row("AmaxKeepLast", "x:T", _mean_last, "aten.amax.default", "max over the last dim, keepdim=True (values only)"),
     _row("DivS", "x:T c:f64", _elementwise, "aten.div.Tensor", "x / c, c a scalar (true division)"),
     _row("Div", "x:T y:T", _elementwise, "aten.div.Tensor", "x / y, broadcast and promoted (true division)"),
@@ -110,6 +111,7 @@ SPELLINGS: dict[str, tuple[Spelling, ...]] = {
         Spelling("Sigmoid", "aten::sigmoid", ("x",)),
         Spelling("Silu", "aten::silu", ("x",)),
         Spelling("MaxLast", "aten::max.dim", ("x",), fixed=(("dim", -1), ("keepdim", True))),
+        Spelling("MaxDropLast", "aten::max.dim", ("x",), fixed=(("dim", -1), ("keepdim", False))),
         Spelling("AmaxKeepLast", "aten::amax", ("x",), fixed=_LAST_KEEPDIM),
         Spelling("DivS", "aten::div.Tensor", ("x", "c")),
         Spelling("Div", "aten::div.Tensor", ("x", "y")),

@@ -77,10 +77,11 @@ def _fused_constraints(kernel: str, *, residual: bool, static: bool) -> tuple[st
     )
 
 
-def _native(*, residual: bool) -> Twin:
-    """A static row's Inductor twin: one launch (the norm's row reduction with the quant as its epilogue),
+def _native(*, residual: bool, static: bool = True, quant_epilogue: bool = False) -> Twin:
+    """A fused row's Inductor twin: one launch (the norm's row reduction with the quant as its epilogue),
     on any 2-D rows of the weight's dtype."""
-    return Twin(1, (*rank("x", 2), *same_dtype("x", "w"), *_operands(residual=residual, static=True)))
+    return Twin(1, (*rank("x", 2), *same_dtype("x", "w"), *_operands(residual=residual, static=static)),
+                quant_epilogue=quant_epilogue)
 
 
 _ADD = "(AddRmsNorm x r w eps)"
@@ -88,6 +89,7 @@ _TOK = "(QuantToken (RmsNorm x w eps) dt)"
 _ADD_TOK = f"(QuantToken (Get {_ADD} 0) dt)"
 _ROCM = frozenset({"gfx942", "gfx950"})  # CK / HIP: no RDNA4 registration in vLLM either
 _TRITON = frozenset({"gfx942", "gfx950", "rdna4", "triton"})
+_CK_OR_TRITON = _ROCM | {"triton"}  # CK's kernel on ROCm, the wheel's Triton kernel of that name elsewhere
 
 
 def _fused(name: str, sig: str, outputs: tuple[str, ...], *, residual: bool, static: bool,
@@ -105,6 +107,7 @@ AMAX_LAST = KernelSpec("AmaxLast", params("x:T"), Pointwise(out=1), calibration_
 
 ROWS: tuple[KernelSpec, ...] = (
     KernelSpec("QuantToken", params("x:T dt:dtype"), QuantTraffic(), calibration_key="token_quant",
+               reference=ref.token_fp8_quant,
                doc="AITER per-token quant: scale = max(amax_row, 1e-10) / finfo(dt).max, q = clamp(x / scale)"),
     KernelSpec("QuantStatic", params("x:T s:T dt:dtype"), QuantTraffic(static=True), calibration_key="static_quant",
                reference=ref.static_fp8_quant,
@@ -116,12 +119,14 @@ ROWS: tuple[KernelSpec, ...] = (
     KernelSpec("QuantStaticInplace", params("x:T s:T dt:dtype"), QuantTraffic(static=True),
                calibration_key="static_quant", doc="AITER per_tensor_quant, functionalized: (q, scale after)"),
     _fused("K_rmsnorm_fused_dynamic_quant", "x:T w:T eps:f64 dt:dtype", (f"(Get {_TOK} 0)", f"(Get {_TOK} 1)"),
-           residual=False, static=False, platforms=_ROCM, key="rms_token_quant",
-           doc="CK rmsnorm2d_fwd_with_dynamicquant: per-token quant of the fp32 norm output"),
+           residual=False, static=False, platforms=_CK_OR_TRITON, key="rms_token_quant",
+           doc="CK (Triton off ROCm) rmsnorm2d_fwd_with_dynamicquant: per-token quant of the fp32 norm output",
+           inductor=_native(residual=False, static=False)),
     _fused("K_rmsnorm_fused_add_dynamic_quant", "x:T r:T w:T eps:f64 dt:dtype",
            (f"(Get {_ADD_TOK} 0)", f"(Get {_ADD} 1)", f"(Get {_ADD_TOK} 1)"), residual=True, static=False,
-           platforms=_ROCM, key="add_rms_token_quant",
-           doc="CK rmsnorm2d_fwd_with_add_dynamicquant (fp32 add): outputs (q, residual_out, scale)"),
+           platforms=_CK_OR_TRITON, key="add_rms_token_quant",
+           doc="CK (Triton off ROCm) rmsnorm2d_fwd_with_add_dynamicquant (fp32 add): outputs (q, residual_out, scale)",
+           inductor=_native(residual=True, static=False)),
     _fused("K_rms_fp8_per_tensor_static_quant", "x:T w:T eps:f64 s:T dt:dtype",
            ("(QuantStatic (RmsNorm x w eps) s dt)",), residual=False, static=True, platforms=_TRITON,
            key="rms_static_quant", doc="AITER Triton fused_rms_fp8_per_tensor_static_quant: q only",
@@ -320,6 +325,27 @@ def _add_rms_static_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
     return q, residual_out
 
 
+@rows2d
+def _rms_token_gpu(x: torch.Tensor, weight: torch.Tensor, eps: float, dtype: torch.dtype) -> Any:
+    """AITER's Triton rmsnorm2d_fwd_with_dynamicquant (CK's op of that name on ROCm): (q, scale [M, 1])."""
+    x = x.contiguous()
+    q, scale = torch.empty_like(x, dtype=dtype), x.new_empty((x.shape[0], 1), dtype=F32)
+    triton_kernels().rmsnorm2d_fwd_with_dynamicquant(q, x, scale, weight, eps, clamp_out=True)
+    return q, scale
+
+
+@rows2d
+def _add_rms_token_gpu(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
+                       dtype: torch.dtype) -> Any:
+    """AITER's Triton rmsnorm2d_fwd_with_add_dynamicquant: (q, residual_out, scale [M, 1]); it norms the
+    sum rounded to x's dtype (CK: the fp32 sum), within the row's rounding."""
+    x, residual = x.contiguous(), residual.contiguous()
+    q, residual_out = torch.empty_like(x, dtype=dtype), torch.empty_like(x)
+    scale = x.new_empty((x.shape[0], 1), dtype=F32)
+    triton_kernels().rmsnorm2d_fwd_with_add_dynamicquant(q, x, residual, residual_out, scale, weight, eps)
+    return q, residual_out, scale
+
+
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "token_fp8_quant(Tensor x, ScalarType dtype) -> (Tensor, Tensor)",
           lambda x, dt: fresh(*ref.token_fp8_quant(x, dt)), token_fake),
@@ -330,10 +356,11 @@ OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "vllm_static_fp8_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor",
           lambda x, s, dt: ref.vllm_static_fp8_quant(x, s, dt).contiguous(), _static_fake),
     OpDef("eqsat", "rmsnorm_token_fp8_quant(Tensor x, Tensor weight, float eps, ScalarType dtype) -> (Tensor, Tensor)",
-          lambda x, w, eps, dt: fresh(*rmsnorm_token_fp8_quant(x, w, eps, dt)), _rms_token_fake),
+          lambda x, w, eps, dt: fresh(*rmsnorm_token_fp8_quant(x, w, eps, dt)), _rms_token_fake, _rms_token_gpu),
     OpDef("eqsat", "rmsnorm_add_token_fp8_quant(Tensor x, Tensor residual, Tensor weight, float eps,"
           " ScalarType dtype) -> (Tensor, Tensor, Tensor)",
-          lambda x, r, w, eps, dt: fresh(*rmsnorm_add_token_fp8_quant(x, r, w, eps, dt)), _add_rms_token_fake),
+          lambda x, r, w, eps, dt: fresh(*rmsnorm_add_token_fp8_quant(x, r, w, eps, dt)), _add_rms_token_fake,
+          _add_rms_token_gpu),
     OpDef("eqsat", "rmsnorm_static_fp8_quant(Tensor x, Tensor weight, float eps, Tensor scale, ScalarType dtype)"
           " -> Tensor", lambda x, w, eps, s, dt: rmsnorm_static_fp8_quant(x, w, eps, s, dt).contiguous(),
           _rms_static_fake, _rms_static_gpu),
@@ -405,11 +432,11 @@ def vllm_standins(fp8: torch.dtype) -> list[OpDef]:
               " -> ()", per_tensor, nothing),
         standin_op("vllm", "rocm_aiter_rmsnorm_fused_dynamic_quant(Tensor x, Tensor weight, float epsilon,"
                    " ScalarType quant_dtype) -> (Tensor, Tensor)",
-                   rms_dyn_fake, rmsnorm_token_fp8_quant, ck_rows),
+                   rms_dyn_fake, rmsnorm_token_fp8_quant, ck_rows, gpu=_rms_token_gpu),
         standin_op("vllm",
                    "rocm_aiter_rmsnorm_fused_add_dynamic_quant(Tensor x, Tensor residual, Tensor weight,"
                    " float epsilon, ScalarType quant_dtype) -> (Tensor, Tensor, Tensor)",
-                   add_rms_dyn_fake, rmsnorm_add_token_fp8_quant, ck_rows),
+                   add_rms_dyn_fake, rmsnorm_add_token_fp8_quant, ck_rows, gpu=_add_rms_token_gpu),
         standin_op("vllm",
                    "rocm_aiter_fused_rms_fp8_per_tensor_static_quant(Tensor x, Tensor weight, float epsilon,"
                    " Tensor scale, ScalarType quant_dtype) -> Tensor",

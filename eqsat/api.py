@@ -261,7 +261,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
     deadline.check("serialize")
     profile = load_profile(options.profile)
-    cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes))
+    fixed = frozenset(ser.class_of_node[j] for j in imported.fixed_layout if j in ser.class_of_node)
+    cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes), fixed)
     before = _before_selection(ser)
     if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
         per_point = [cost.per_point(eg.nodes[before[c]]) for c in reachable(eg, before)]

@@ -84,7 +84,10 @@ def test_round_trip_of_auto_functionalized_vllm_ops():
 @pytest.mark.parametrize("build", [models.deepseek_v3, models.deepseek_v32_indexer, models.gpt_oss_router_pad])
 def test_round_trip_of_benchmark_graphs(build):
     models.register_ops()
-    assert sum(assert_round_trip(build()).values()) >= 1
+    # gpt-oss's router GEMM (a vLLM op) copies the kernel's strided slice: on the mi300x profile's uncalibrated
+    # lines that costs what the kernel saves, on the H200's measured ones the kernel still wins
+    options = {"profile": "h200"} if build is models.gpt_oss_router_pad else {}
+    assert sum(assert_round_trip(build(), **options).values()) >= 1
 
 
 def test_load_keeps_symbol_names_and_hints_and_the_stack_trace():

@@ -10,7 +10,10 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
   ``INDUCTOR_PRIOR`` of that bandwidth: without a measurement, Inductor's code for a chain never beats
   the kernel written for it (same bytes, at least as many launches).
 - Generic ATen ops are one kernel each that reads its inputs and writes its output.
-- Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties.
+- Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
+  ``Slice`` that is not contiguous, in a class of ``fixed_layout`` (values an opaque consumer or the
+  output reads with the strides they were traced with, contiguous there), costs the copy Inductor then
+  writes: one kernel reading and writing the value (key ``COPY_KEY``).
 - Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
   a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
   of its sample sizes, the node's cost being the weighted mean of its costs there. The weights are
@@ -165,13 +168,18 @@ class CostMemo:
         return self.catalog is catalog and self.profile is profile and self.points == points
 
 
+COPY_KEY = "copy"  # the contiguous copy of a strided view a layout-fixing consumer reads
+
+
 class RooflineCost:
     """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``; ``memo``: costs kept
-    across e-graphs (``CostMemo``), used when it serves the same catalog, profile and sizes."""
+    across e-graphs (``CostMemo``), used when it serves the same catalog, profile and sizes;
+    ``fixed_layout``: the e-classes read with their traced strides (see the module docstring)."""
 
     def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256,
-                 memo: CostMemo | None = None) -> None:
+                 memo: CostMemo | None = None, fixed_layout: frozenset[int] = frozenset()) -> None:
         self.egraph, self.catalog, self.profile = egraph, catalog, profile
+        self.fixed_layout = fixed_layout
         self.points = size_points(sizes)
         self.weights = tuple(1.0 / len(self.points) for _ in self.points)
         self._memo: dict[ENode, float] = {}
@@ -251,8 +259,26 @@ class RooflineCost:
                     if len(self._shared) >= MEMO_CAP:
                         self._shared.clear()
                     got = self._shared[key] = self._own(node)
+            if node.eclass in self.fixed_layout and self._strided_slice(node):
+                got = tuple(c + self._copy(node.eclass, s) for c, s in zip(got, self.points, strict=True))
             self._per_point[node] = got
         return got
+
+    def _strided_slice(self, node: ENode) -> bool:
+        """A ``Slice`` of fewer than all of a dim past the first, in a class whose traced value is contiguous."""
+        facts = self.egraph.facts.get(node.eclass)
+        if node.op != "Slice" or facts is None or not facts.contiguous:
+            return False
+        x, dim, start, end = node.args
+        src = self.operand_at(x.eclass) if isinstance(x, Ref) else None
+        if src is None or not isinstance(dim, int) or not isinstance(start, int) or not isinstance(end, int):
+            return False
+        d = dim % len(src.shape)
+        return d > 0 and min(end, src.shape[d]) - max(start, 0) < src.shape[d]
+
+    def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
+        out = self.operand_at(eclass, sizes)
+        return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), COPY_KEY)
 
     def _own(self, node: ENode) -> tuple[float, ...]:
         return tuple(self.at(node, s) for s in self.points)

@@ -85,6 +85,7 @@ class Imported:
     shape_args: dict[str, object] = field(default_factory=dict)
     vocabularies: list[str] = field(default_factory=list)
     opaque: dict[int, str] = field(default_factory=dict)  # node index -> why it is opaque
+    fixed_layout: set[int] = field(default_factory=set)  # values read with their strides fixed (fixes_strides)
     absorbed: set[int] = field(default_factory=set)  # auto_functionalized nodes folded into their getitem
     projection_index: dict[int, dict[int, int]] = field(default_factory=dict)  # node -> output j -> getitem k
     epilogue: list[fx.Node] = field(default_factory=list)  # see the module docstring
@@ -223,6 +224,21 @@ def _op_reason(node: fx.Node) -> str | None:
     return None
 
 
+def fixes_strides(consumer: fx.Node) -> bool:
+    """Whether Inductor hands ``consumer`` its inputs with the strides they had when traced: the graph's
+    output (``keep_output_stride``) and a custom op (torch's default layout constraint for them,
+    ``needs_exact_strides``, or a tag asking for fixed strides); ATen's own ops take any layout. A value
+    an emitted view gives other strides is then copied to them."""
+    if consumer.op == "output":
+        return True
+    target = consumer.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    from torch._library.utils import get_layout_constraint_tag
+
+    return get_layout_constraint_tag(target) != torch._C.Tag.flexible_layout
+
+
 class _Importer:
     def __init__(self, graph: fx.Graph, catalog: Catalog, vocab: VocabIndex,
                  check_budget: Callable[[], None] | None) -> None:
@@ -273,10 +289,14 @@ class _Importer:
         return self.out
 
     def _use(self, consumer: fx.Node) -> None:
+        fixed = fixes_strides(consumer)
         for a in consumer.all_input_nodes:
             j = self.index[a]
             if j not in self.out.opaque:
                 self.out.uses.append((consumer, j))
+                if fixed:
+                    self.out.fixed_layout.add(j)
+
 
     def _term(self, node: fx.Node) -> Term | None:
         target = node.target

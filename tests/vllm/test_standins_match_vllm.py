@@ -393,11 +393,16 @@ def vllm_fakes(registrations: dict[str, Registration], calls: Counter[str]) -> I
         lib._destroy()
 
 
-def chosen(build: Callable[[], torch.fx.GraphModule]) -> tuple[dict[str, int], set[str]]:
+PROFILES = {"gpt-oss router + pad": "h200"}
+"""Graphs costed on another profile than mi300x: gpt-oss's router GEMM copies the pad kernel's strided
+slice, which on mi300x's uncalibrated lines costs what the kernel saves (on the H200's it still wins)."""
+
+
+def chosen(build: Callable[[], torch.fx.GraphModule], profile: str = "mi300x") -> tuple[dict[str, int], set[str]]:
     """The kernels ``eqsat.optimize`` chooses in the graph ``build`` captures, and the ``vllm::`` stand-ins
     the rewritten graph (which must lint) calls."""
     gm = build()
-    report = eqsat.optimize(gm, profile="mi300x", sizes=256, strict=True)
+    report = eqsat.optimize(gm, profile=profile, sizes=256, strict=True)
     gm.graph.lint()
     called = {n.target._schema.name.removeprefix("vllm::") for n in gm.graph.nodes
               if isinstance(n.target, torch._ops.OpOverload) and n.target.namespace == "vllm"}
@@ -410,10 +415,11 @@ def test_graph_chooses_the_same_kernels_with_vllms_fakes(registrations: dict[str
                                                          graph: str) -> None:
     """Captured and rewritten with vLLM's fakes: the same kernels as with the stand-ins' own (at least
     one fusion), and vLLM's fake ran for each faked stand-in the rewritten graph calls."""
-    own, _ = chosen(models.GRAPHS[graph])
+    profile = PROFILES.get(graph, "mi300x")
+    own, _ = chosen(models.GRAPHS[graph], profile)
     calls: Counter[str] = Counter()
     with vllm_fakes(registrations, calls):
-        theirs, called = chosen(models.GRAPHS[graph])
+        theirs, called = chosen(models.GRAPHS[graph], profile)
     assert_standins_in_place()
     assert theirs == own
     assert sum(own.values()) >= 1, own

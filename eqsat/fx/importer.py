@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 import torch
 import torch.fx as fx
+from torch._library.utils import get_layout_constraint_tag
 from torch.fx.node import map_aggregate
 
 from eqsat.core.egraph import TensorFacts
@@ -234,8 +235,6 @@ def fixes_strides(consumer: fx.Node) -> bool:
     target = consumer.target
     if not isinstance(target, torch._ops.OpOverload):
         return False
-    from torch._library.utils import get_layout_constraint_tag
-
     return get_layout_constraint_tag(target) != torch._C.Tag.flexible_layout
 
 
@@ -296,7 +295,6 @@ class _Importer:
                 self.out.uses.append((consumer, j))
                 if fixed:
                     self.out.fixed_layout.add(j)
-
 
     def _term(self, node: fx.Node) -> Term | None:
         target = node.target

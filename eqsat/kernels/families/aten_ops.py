@@ -9,8 +9,9 @@ Traffic is inferred from the inputs: elementwise ops write ``max(numel)`` at the
 element per row (``MaxLast`` also int64 indices); views (``Slice``, ``SplitLast2``) cost nothing.
 Spellings (vocabulary ``"aten"``): import takes the first spelling that fits a node (else generic),
 emission a constructor's first. ``MeanLast``, ``MaxLast``, ``AmaxKeepLast`` pin the last dim and
-``keepdim=True`` (``Spelling.fixed``), ``MaxDropLast`` the last dim and ``keepdim=False``; ``SplitLast2`` is a two-way last-dim ``split_with_sizes``,
-``SplitLast`` a ``split`` into equal pieces over it, ``PadLast`` a zero ``constant_pad_nd`` by ``[0, p]``.
+``keepdim=True`` (``Spelling.fixed``), ``MaxDropLast`` the last dim and ``keepdim=False``; ``SplitLast2``
+is a two-way last-dim ``split_with_sizes``, ``SplitLast`` a ``split`` into equal pieces over it,
+``PadLast`` a zero ``constant_pad_nd`` by ``[0, p]``.
 Invariant: every row means exactly what its ATen op computes.
 """
 

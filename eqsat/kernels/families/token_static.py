@@ -77,11 +77,10 @@ def _fused_constraints(kernel: str, *, residual: bool, static: bool) -> tuple[st
     )
 
 
-def _native(*, residual: bool, static: bool = True, quant_epilogue: bool = False) -> Twin:
-    """A fused row's Inductor twin: one launch (the norm's row reduction with the quant as its epilogue),
-    on any 2-D rows of the weight's dtype."""
-    return Twin(1, (*rank("x", 2), *same_dtype("x", "w"), *_operands(residual=residual, static=static)),
-                quant_epilogue=quant_epilogue)
+def _native(*, residual: bool, static: bool = True) -> Twin:
+    """A fused row's Inductor twin: one launch (the norm's row reduction with the quant as its epilogue,
+    a GEMM reading q and the scale or not), on any 2-D rows of the weight's dtype."""
+    return Twin(1, (*rank("x", 2), *same_dtype("x", "w"), *_operands(residual=residual, static=static)))
 
 
 _ADD = "(AddRmsNorm x r w eps)"

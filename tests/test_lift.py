@@ -418,15 +418,34 @@ def test_a_staged_match_reads_structure_only():
     rule's rows facts, say) must not re-run the big join; the second stage checks every fact."""
     from eqsat.rewrites.schedule import default_rules
 
+    from eqsat.core.sexp import parse, show
     from eqsat.engine.engine import Engine
-    from eqsat.engine.staging import FACT_TABLES
+    from eqsat.engine.staging import FACT_TABLES, _pinned, _pins
     rules = {r.name: r for r in Engine(eqsat.DEFAULT_CATALOG, default_rules(eqsat.DEFAULT_CATALOG, "rounding")).rules}
     staged = [(m, rules[m.name.removesuffix(".match")]) for m in rules.values() if m.name.endswith(".match")]
     assert len(staged) >= 6
     for match, second in staged:
         fact_atoms = [a for a in second.query if any(f"({f} " in a for f in FACT_TABLES)]
         assert fact_atoms and not [a for a in match.query if any(f"({f} " in a for f in FACT_TABLES)], match.name
-        assert set(match.query) <= set(second.query)
+        pins = _pins(second.query)  # the side conditions' literals, written into the match's atoms
+        assert set(match.query) <= {show(_pinned(parse(a), pins)) for a in second.query}, match.name
+
+
+def test_a_staged_match_joins_only_what_its_literals_allow():
+    """Rules that differ in a pinned literal only (the fp8 dtype and max of a native group quant) match
+    apart: on an e4m3fn graph only the e4m3fn lift's first stage matches, and its atoms hold the literals."""
+    from eqsat.rewrites.schedule import default_rules
+
+    from eqsat.engine.engine import Engine
+    rules = {r.name: r for r in Engine(eqsat.DEFAULT_CATALOG, default_rules(eqsat.DEFAULT_CATALOG, "rounding")).rules}
+    fnuz = rules["lift-quant-group-e4m3fnuz-240.match"].query
+    assert any('"float8_e4m3fnuz"' in a for a in fnuz) and any(" 240.0)" in a for a in fnuz)
+
+    gm = trace(lambda x: quant_native(x, 128, 448.0, fp8=FN), rand(8, 512, seed=3))
+    rep = eqsat.optimize(gm, standalone_lifts=True, strict=True)
+    matched = {k for k, v in rep.rules_fired.items() if v and k.startswith("lift-quant-group")}
+    assert "lift-quant-group-e4m3fn.match" in matched, rep.rules_fired
+    assert not [k for k in matched if "e4m3fnuz" in k], matched
 
 
 def test_second_norm_of_the_residual_stays_a_plain_norm():

@@ -101,6 +101,7 @@ class Engine:
 
     def __init__(self, catalog: Catalog, rules: Sequence[Rule]) -> None:
         self.catalog, self.given = catalog, tuple(rules)
+        self._given = frozenset(self.given)  # `in` a tuple of rules compares them field by field
         known = plan(catalog, self.given)  # shared by the engines for this catalog and these rules
         self.constructors = dict(known.constructors)
         self.rules = known.rules  # what egglog runs (eqsat.engine.staging)
@@ -187,7 +188,7 @@ class Engine:
     def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
         """Declare those of ``rules`` (the engine's), and the loaders of those constructors ``ops``,
         not declared yet, with delete rules for every table they can fill."""
-        rules = [s for r in rules for s in (self._stages.get(r.name, (r,)) if r in self.given else (r,))]
+        rules = [s for r in rules for s in (self._stages.get(r.name, (r,)) if r in self._given else (r,))]
         new = [r for r in rules if r.name not in self.declared]
         foreign = [r.name for r in new if r.name not in self._rule_index]
         if foreign:

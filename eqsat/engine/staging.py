@@ -8,7 +8,9 @@ sound. So :func:`stage` turns every rule whose constructor atoms form a cyclic h
 only (a fact set later does not re-run the big join) and records ``(Witness "<name>" t0 .. t31)``
 over every term variable (padded with the last); ``<name>`` re-reads the witness and checks every
 atom and side condition in one bag, then acts. ``Witness`` is the engine's own constructor, never
-extracted. Acyclic rules are left as written.
+extracted. A side condition that pins a variable to a literal (``(= dt "float8_e4m3fn")``) is written
+into the match's atoms too, so rules that differ only in such constants join only what each can match
+(the check stage still checks it: the matches are the same). Acyclic rules are left as written.
 """
 
 from __future__ import annotations
@@ -102,6 +104,25 @@ def cyclic(edges: Iterable[Iterable[str]]) -> bool:
     return bool(live)
 
 
+def _pins(checks: Iterable[str]) -> dict[str, str]:
+    """The variables that side conditions ``(= v literal)`` pin (never a term's: a literal is no term),
+    and their literals."""
+    pins: dict[str, str] = {}
+    for check in checks:
+        e = parse(check)
+        if isinstance(e, list) and len(e) == 3 and e[0] == "=":
+            for v, lit in ((e[1], e[2]), (e[2], e[1])):
+                if is_var(v) and isinstance(lit, str) and not is_var(lit):
+                    pins.setdefault(v, lit)
+    return pins
+
+
+def _pinned(e: Sexp, pins: Mapping[str, str]) -> Sexp:
+    if isinstance(e, list):
+        return [e[0], *(_pinned(a, pins) for a in e[1:])]
+    return pins.get(e, e)
+
+
 def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, ...]:
     """``r`` as written when its constructor atoms are acyclic, else its two stages (module docstring);
     ``constructors``: the engine's table of constructor argument sorts."""
@@ -113,7 +134,9 @@ def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, .
     if not 0 < len(terms) <= WITNESS_TERMS:
         raise ValueError(f"rule {r.name}: {len(terms)} term variables; a witness holds 1..{WITNESS_TERMS}")
     witness = f'({WITNESS} "{r.name}" {" ".join(terms + terms[-1:] * (WITNESS_TERMS - len(terms)))})'
-    match = Rule(f"{r.name}.match", tuple(atom for atom, _ in flat.structure), (witness,), r.numerics, r.family)
+    pins = _pins(flat.checks)
+    match = Rule(f"{r.name}.match", tuple(show(_pinned(parse(atom), pins)) for atom, _ in flat.structure),
+                 (witness,), r.numerics, r.family)
     check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics, r.family,
                  r.converse)
     return match, check

@@ -4,7 +4,9 @@ beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA), wit
 launches. The DeepSeek layer's chains: silu + group quant (input [M, 2 x 2304]; as the e2e block writes it,
 vLLM's native code, and with ``amax`` for ``max(dim)[0]``; as ``native.py`` writes it) and add + RMSNorm +
 group quant (N = 7168); Llama's norm (and add + norm) + per-token quant (N = 4096); the silu chains also with their (q, scale) read by an opaque op, as a GEMM reads
-them in a model, instead of being the graph's outputs. CUDA-graph medians, µs.
+them in a model, instead of being the graph's outputs; gpt-oss's add + norm + pad (N = 2880 to a multiple of
+256), alone and with the normed value also read by its router GEMM (bf16, 2880 -> 128, bias) as the block
+reads it. CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
     python3 benchmarks/gpu/probe_dynamic_twin.py [chain names]
@@ -71,6 +73,25 @@ def add_into_op(native_chain, fused, n: int) -> tuple:  # noqa: ANN001
             lambda x, r, w: (lambda q, res, s: (consume(q, s), res))(*fused(x, r, w)), norm_in(n, residual=True))
 
 
+def add_rms_pad_router(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, rw: torch.Tensor,
+                       rb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    """gpt-oss's block without its top-k: the normed value padded and read by the router GEMM."""
+    y, res = native.native_add_rms(x, r, w)
+    return torch.nn.functional.pad(y, (0, -y.shape[-1] % 256)), torch.nn.functional.linear(y, rw, rb), res
+
+
+def fused_add_rms_pad_router(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, rw: torch.Tensor,
+                             rb: torch.Tensor) -> tuple[torch.Tensor, ...]:
+    padded, res = torch.ops.eqsat.add_rmsnorm_pad(x, r, w, native.EPS, 256)
+    return padded, torch.nn.functional.linear(padded[:, :x.shape[-1]], rw, rb), res
+
+
+def router_in(m: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    x, r, w = norm_in(2880, residual=True)(m, g)
+    return x, r, w, torch.randn(128, 2880, device="cuda", generator=g).to(torch.bfloat16) / 50, \
+        torch.randn(128, device="cuda", generator=g).to(torch.bfloat16)
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
 
@@ -100,6 +121,9 @@ def chains() -> dict[str, tuple]:
                                        silu_in),
         "silu_group_quant": (native.native_silu_group_quant,
                              lambda x: own.silu_mul_fp8_group_quant(x, 128, FN), silu_in),
+        "add_rms_pad": (lambda x, r, w: native.native_add_rms_pad(x, r, w, 256),
+                        lambda x, r, w: own.add_rmsnorm_pad(x, r, w, native.EPS, 256), norm_in(2880, residual=True)),
+        "add_rms_pad_router": (add_rms_pad_router, fused_add_rms_pad_router, router_in),
         "add_rms_group_quant": (native.native_add_rms_group_quant,
                                 lambda x, r, w: own.rmsnorm_add_fp8_group_quant(x, r, w, native.EPS, 128, FN),
                                 norm_in(7168, residual=True)),

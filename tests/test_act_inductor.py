@@ -8,7 +8,7 @@ import torch
 
 import eqsat
 from eqsat.core.spec import Traffic
-from eqsat.cost.roofline import KernelTiming, load_profile, profile_names
+from eqsat.cost.roofline import DYNAMIC, KernelTiming, load_profile, profile_names
 from eqsat.kernels.families.pad import padded_width
 from eqsat.kernels.inductor import TWIN_KEY, is_twin
 from eqsat.library import reference as ref
@@ -28,10 +28,11 @@ TWIN_KEYS = {s.calibration_key for s in eqsat.DEFAULT_CATALOG if is_twin(s)}
 
 
 def inductor_wins():
-    """An H200 profile on which Inductor's chain kernels are far cheaper than anything else."""
+    """An H200 profile on which Inductor's chain kernels are far cheaper than anything else (compiled per
+    size or, ``DYNAMIC``, once for every size)."""
     base = load_profile("h200")
     fast = KernelTiming(launch_us=0.1, bandwidth_gbps=1e5)
-    return replace(base, kernels={**base.kernels, **dict.fromkeys(TWIN_KEYS, fast)})
+    return replace(base, kernels={**base.kernels, **dict.fromkeys((*TWIN_KEYS, *(k + DYNAMIC for k in TWIN_KEYS)), fast)})
 
 
 def test_fuse_silu_mul_group_quant():

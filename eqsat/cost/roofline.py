@@ -8,7 +8,10 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
   effective bandwidth, and the profile's defaults cover keys never measured. An Inductor twin's key
   never measured is priced no faster than its fused kernel's line nor the defaults, streaming at
   ``INDUCTOR_PRIOR`` of that bandwidth: without a measurement, Inductor's code for a chain never beats
-  the kernel written for it (same bytes, at least as many launches).
+  the kernel written for it (same bytes, at least as many launches). A twin in a dynamic graph (a
+  symbolic dim in its operands) is priced by its key's ``DYNAMIC`` line where the profile has one:
+  Inductor's code compiled once for every size can run far slower than compiled per size (gpt-oss's
+  add + norm + pad, 2x at M = 8192), and the pass sees the graph Inductor compiles.
 - Generic ATen ops are one kernel each that reads its inputs and writes its output.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
   ``Slice`` that is not contiguous, in a class of ``fixed_layout`` (values an opaque consumer or the
@@ -41,6 +44,7 @@ from eqsat.kernels.inductor import TWIN_KEY
 VIEW_US = 1e-6
 INDUCTOR_PRIOR = 0.75  # an unmeasured Inductor twin's share of its fused kernel's (or the default) bandwidth
 MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
+DYNAMIC = "@dynamic"  # a twin key's suffix for its line in a dynamic compile (the static line where none)
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,8 @@ class Profile:
         k = self.kernels.get(key)
         if k is not None:
             return k.launch_us, k.bandwidth_gbps
+        if key.endswith(DYNAMIC):
+            return self.line(key.removesuffix(DYNAMIC))
         if key.startswith(TWIN_KEY):
             launch, bw = self.line(key.removeprefix(TWIN_KEY))
             return max(launch, self.launch_us), min(bw, self.bandwidth_gbps) * INDUCTOR_PRIOR
@@ -213,13 +219,22 @@ class RooflineCost:
                      for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
-            return spec.traffic(bound), spec.calibration_key
+            key = spec.calibration_key
+            if key.startswith(TWIN_KEY) and self._symbolic(node):
+                key += DYNAMIC
+            return spec.traffic(bound), key
         if node.op.startswith("A"):
             ins = [opnd(c) for c in node.children]
             out = opnd(node.eclass)
             read = sum(o.bytes for o in ins if o is not None)
             return Traffic(read, out.bytes if out is not None else 0, 1), f"aten:{node.args[0]}"
         return Traffic(0, 0, 1), node.op
+
+    def _symbolic(self, node: ENode) -> bool:
+        """Whether a tensor ``node`` reads has a symbolic dim (the graph is compiled for every size)."""
+        facts = self.egraph.facts
+        return any(isinstance(d, str) for a in node.args if isinstance(a, Ref) and a.eclass in facts
+                   for d in facts[a.eclass].shape)
 
     def at(self, node: ENode, sizes: int | Mapping[str, int]) -> float:
         t = self.traffic(node, sizes)

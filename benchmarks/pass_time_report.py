@@ -281,7 +281,7 @@ def verdict(ok: bool) -> str:
 
 def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Sequence[int], command: str,
            profiled: tuple[eqsat.Report, list[str]], default_budget: eqsat.Report, load: tuple[float, ...],
-           curve: dict[int, float], work: dict[int, int]) -> str:
+           curve: dict[int, float], work: dict[int, int], raised: Sequence[tuple[str, str]] = ()) -> str:
     layer, top, big = rows[0], scaling[-1], max(layers)
     ys = [curve[n] for n in layers]  # the interleaved run: one slow spell does not bend the curve
     a, b, r2 = fit(layers, ys)
@@ -362,6 +362,9 @@ def render(bench: Bench, rows: Sequence[Row], scaling: Sequence[Row], layers: Se
         "the kernel columns only.", "",
         *graph_table(rows, bench), "",
         "Sites fused by one optimizer only, or by different kernels:", "", *differences(rows), "",
+        *(["Graphs left out: the baseline raises on them (so would vLLM's passes, whose fused ops' fakes it "
+           "uses), so nothing is timed against it:", "", *(f"- **{n}**: {e[:300]}" for n, e in raised), ""]
+          if raised else []),
         "eqsat's time per stage on each graph (ms, `Report.stage_ms` of the median warm run; *other* is the "
         "rest of `optimize`: setting up, emptying the engine's tables after the graph, the collector's run "
         "when the pass ends):", "", *stage_table(rows), "",

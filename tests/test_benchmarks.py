@@ -455,3 +455,14 @@ def test_the_gpu_layer_benchmarks_plan_is_what_eqsat_chooses_today():
                          env={**__import__("os").environ, "PYTHONPATH": str(root)})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert run.stdout.count(" OK ") + run.stderr.count(" OK ") == 6
+
+
+def test_a_graph_the_baseline_raises_on_is_left_out_and_named(full_baseline):
+    """vLLM's rms + group quant pattern matches the 3-D indexer norm, and its fused op's fake (2-D only, as
+    vLLM's) refuses the match: the pass-time benchmark names the graph instead of failing the run."""
+    from benchmarks.pass_time import BaselineRaised, Bench
+    bench = Bench.__new__(Bench)  # only the baseline: the rest of the set-up is the timed benchmark's
+    bench.baseline = full_baseline
+    with pytest.raises(BaselineRaised, match="2-D"):
+        bench.baseline_run(models.deepseek_v32_indexer_3d())
+    assert bench.baseline_run(models.deepseek_v32_indexer()) == 1

@@ -83,7 +83,9 @@ def test_a_reshape_of_a_contiguous_tensor_is_its_view(mode, src, dst):
 
 
 @pytest.mark.parametrize("view", [lambda x: x, lambda x: x.t(), lambda x: x[:, :3], lambda x: x[1:], lambda x: x[:, None],
-                                  lambda x: x.view(-1, 2, 4)[:, :1], lambda x: x[:0], lambda x: x.unsqueeze(0).expand(2, -1, -1)])
+                                  lambda x: x.view(-1, 2, 4)[:, :1], lambda x: x[:0], lambda x: x.unsqueeze(0).expand(2, -1, -1),
+                                  lambda x: x.view(-1, 2, 4).permute(1, 0, 2), lambda x: x.view(-1, 2, 4).unsqueeze(0),
+                                  lambda x: x.view(-1, 2, 4).permute(1, 0, 2).unsqueeze(1), lambda x: x[:, 2:6]])
 def test_contiguity_read_off_strides_is_torchs(mode, view):
     x = _symbolic(mode, torch.empty(4, 8))
     with mode:
@@ -104,6 +106,26 @@ def test_row_major_strides_spare_torch_the_contiguity_check():
             raise AssertionError("row-major strides are contiguous by definition")
 
     assert is_contiguous(Value())  # type: ignore[arg-type]
+
+
+def test_symbolic_strides_decide_contiguity_without_torch(mode):
+    """Strides equal to the row-major ones as expressions are contiguous; strides that are not
+    contiguous at the hints are not: neither asks torch (its answer costs symbolic-int operations)."""
+    s = _symbolic(mode, torch.empty(4, 8)).shape[0]
+
+    class Value:
+        def __init__(self, shape: tuple, strides: tuple) -> None:
+            self.shape, self.strides = shape, strides
+
+        def stride(self) -> tuple:
+            return self.strides
+
+        def is_contiguous(self) -> bool:
+            raise AssertionError("decided without torch")
+
+    assert is_contiguous(Value((1, 16, s, 192), (3072 * s, 192 * s, 192, 1)))  # type: ignore[arg-type]
+    assert not is_contiguous(Value((16, s, 128), (256, 4096, 1)))  # type: ignore[arg-type]
+    assert not is_contiguous(Value((s, 64), (2112, 1)))  # type: ignore[arg-type]
 
 
 def test_a_reshape_of_a_strided_tensor_runs_the_op(mode):

@@ -153,3 +153,61 @@ def test_a_kernel_whose_layouts_cannot_be_checked_keeps_running(mode, monkeypatc
     for _ in range(2):
         _same(fake_value(pair, (x, 128), {}, mode, layouts=layouts), _run(mode, pair, x, 128))
     assert _CALLS.count("pair") == 4  # two values and two references: nothing was kept
+
+
+@torch.library.custom_op("eqsat_fake_test::branchy", mutates_args=())
+def _branchy(x: torch.Tensor) -> torch.Tensor:
+    return x.clone()
+
+
+@_branchy.register_fake
+def _(x: torch.Tensor) -> torch.Tensor:
+    _CALLS.append("branchy")
+    rows = 1 if x.shape[0] > 16 else x.shape[0]  # a guard on the token dim: its answer holds in this env only
+    return x.new_empty(rows, x.shape[1])
+
+
+def _compile_env(t: torch.Tensor) -> tuple[FakeTensorMode, torch.Tensor]:
+    """A fresh fake mode and ``t`` in it with its first dim symbolic, the symbol named as every compile of
+    one program names it (the same source)."""
+    from torch._dynamo.source import ConstantSource
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, StatelessSymbolicContext
+
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] + [DimDynamic.STATIC] * (t.dim() - 1))
+    return mode, mode.from_tensor(t, source=ConstantSource("tokens"), symbolic_context=ctx)
+
+
+def test_another_compiles_kernel_of_the_same_layouts_is_made_in_its_own_shape_env():
+    """Each compile has its own fake mode and shape environment: a kernel whose fake left the first one as
+    it found it is not run again for the same layouts; its outputs are the ones torch makes in the new
+    mode, their symbolic sizes of the new shape environment."""
+    layouts = OutputLayouts()
+    pair = torch.ops.eqsat_fake_test.pair.default
+    (m1, x1), (m2, x2) = _compile_env(torch.empty(4, 256)), _compile_env(torch.empty(4, 256))
+    assert str(x1.shape[0]) == str(x2.shape[0])
+    _CALLS.clear()
+    fake_value(pair, (x1, 128), {}, m1, layouts=layouts)
+    got = fake_value(pair, (x2, 128), {}, m2, layouts=layouts)
+    assert _CALLS == ["pair"]
+    _same(got, _run(m2, pair, x2, 128))
+    assert all(t.shape[0].node.shape_env is m2.shape_env for t in got)
+
+
+def test_a_kernel_whose_fake_guards_or_meets_other_ranges_runs_in_each_shape_env():
+    """A fake that adds a guard decided its outputs on the hint of one compile; a symbol whose range
+    another compile has narrowed may decide a fake otherwise: both run again."""
+    layouts = OutputLayouts()
+    branchy, pair = torch.ops.eqsat_fake_test.branchy.default, torch.ops.eqsat_fake_test.pair.default
+    (m1, x1), (m2, x2) = _compile_env(torch.empty(4, 256)), _compile_env(torch.empty(32, 256))
+    _CALLS.clear()
+    fake_value(branchy, (x1,), {}, m1, layouts=layouts)
+    got = fake_value(branchy, (x2,), {}, m2, layouts=layouts)
+    assert _CALLS == ["branchy", "branchy"]
+    assert got.shape[0] == 1  # the second compile's own answer (32 rows > 16), not the first's
+    (m3, x3), (m4, x4) = _compile_env(torch.empty(4, 256)), _compile_env(torch.empty(4, 256))
+    torch._check(x4.shape[0] >= 64 // 16)  # narrows the symbol's range in that compile's shape env
+    _CALLS.clear()
+    fake_value(pair, (x3, 128), {}, m3, layouts=layouts)
+    fake_value(pair, (x4, 128), {}, m4, layouts=layouts)
+    assert _CALLS == ["pair", "pair"]

@@ -40,15 +40,55 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
     return (step, *reversed(strides)) if sizes else ()
 
 
-def is_contiguous(t: torch.Tensor, shape: torch.Size | None = None) -> bool:
-    """``t.is_contiguous()``, read off concrete strides where they are row-major: on a value torch has
-    just made (a kernel's output) with the token dim symbolic, torch works contiguity out in
-    several symbolic-int operations; strides equal to the row-major ones are contiguous by definition.
-    ``shape``: ``t.shape``, when the caller has it already."""
-    strides = t.stride()
-    if all(isinstance(s, int) for s in strides) and \
-            strides == row_major_strides(t.shape if shape is None else shape):
+def _expr(d: object) -> object:
+    """A dim or stride as an int or a sympy expression (a SymInt's own, no symbolic-int operation)."""
+    return d.node.expr if isinstance(d, torch.SymInt) else d
+
+
+def _hint(d: object) -> int | None:
+    """A dim or stride at its hint (None for an unbacked SymInt)."""
+    if isinstance(d, torch.SymInt):
+        hint = d.node.hint
+        return int(hint) if hint is not None else None
+    return int(d)  # type: ignore[call-overload]
+
+
+def _contiguous(sizes: Sequence[int], strides: Sequence[int]) -> bool:
+    """torch's contiguity of concrete sizes and strides: each dim of size other than 1 steps by the
+    product of the sizes after it; an empty tensor is contiguous."""
+    if 0 in sizes:
         return True
+    step = 1
+    for size, stride in zip(reversed(sizes), reversed(strides), strict=True):
+        if size != 1:
+            if stride != step:
+                return False
+            step *= size
+    return True
+
+
+def is_contiguous(t: torch.Tensor, shape: torch.Size | None = None) -> bool:
+    """``t.is_contiguous()``, decided without symbolic-int operations where that is exact: strides equal
+    to the row-major ones (as expressions, a symbolic token dim included) are contiguous by definition;
+    a value not contiguous at its sizes' hints is not contiguous (torch answers at the hints too, and
+    guards on it: a False needs no guard here, as no rewrite relies on one). Otherwise torch decides.
+    ``shape``: ``t.shape``, when the caller has it already."""
+    sizes = t.shape if shape is None else shape
+    strides = t.stride()
+    if all(isinstance(s, int) for s in strides) and strides == row_major_strides(sizes):
+        return True
+    exprs = [_expr(d) for d in sizes]
+    step: object = 1
+    for size, stride in zip(reversed(exprs), reversed([_expr(s) for s in strides]), strict=True):
+        if stride != step:
+            break
+        if not isinstance(size, int) or size > 1:  # row-major strides skip a dim of size 0 or 1
+            step = step * size
+    else:
+        return True
+    hinted = [_hint(d) for d in (*sizes, *strides)]
+    if None not in hinted and not _contiguous(hinted[:len(sizes)], hinted[len(sizes):]):  # type: ignore[arg-type]
+        return False
     return bool(t.is_contiguous())
 
 

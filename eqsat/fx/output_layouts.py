@@ -11,6 +11,12 @@ FakeTensors). Sound because the op's outputs are a function of that key: an entr
 is kept only for an op that neither mutates nor aliases, whose every output is a plain fake tensor at
 offset 0 without symbols of its own (an unbacked size must be fresh each call), and whose outputs made
 again from their layouts match the ones torch made (a check that fails to run keeps nothing).
+
+Across fake modes (each compile has its own, with its own shape environment) an entry is kept as
+expressions and serves a mode whose key is the same and whose symbols in it have the same value ranges,
+if the first run left its shape environment as it found it (no guard, runtime assert, replacement or
+range added): then the outputs were worked out from the key and those ranges alone. Its sizes are made
+in the new mode's shape environment (a symbol as the input's own SymInt).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 
+import sympy
 import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 
@@ -40,6 +47,28 @@ def sym_expr(d: object) -> object:
 
 _Layout = tuple[tuple[object, ...], tuple[object, ...], object, torch.dtype, torch.device, object]
 _Entry = tuple[type | None, tuple[_Layout, ...]]
+
+
+def _symbols(obj: object, into: set[sympy.Symbol]) -> set[sympy.Symbol]:
+    """The free symbols of the sympy expressions anywhere in ``obj`` (a key: nested tuples)."""
+    if isinstance(obj, sympy.Basic):
+        into |= obj.free_symbols  # type: ignore[arg-type]
+    elif isinstance(obj, tuple):
+        for x in obj:
+            _symbols(x, into)
+    return into
+
+
+def _env_state(env: object, symbols: tuple[sympy.Symbol, ...]) -> tuple | None:
+    """What a fake could change in a shape environment (its version counter covers replacements and
+    runtime asserts; guards and value ranges apart), or None where torch keeps it otherwise."""
+    if env is None:
+        return ()
+    try:
+        ranges = env.var_to_range  # type: ignore[attr-defined]
+        return env._version_counter, len(env.guards), tuple(ranges.get(x) for x in symbols)  # type: ignore[attr-defined]
+    except AttributeError:
+        return None
 
 
 def _layout(t: object) -> _Layout | None:
@@ -71,6 +100,8 @@ class OutputLayouts:
         # (op, its inputs' facts, constants) -> the facts of the outputs its fake gave on such inputs
         # (``fx_out``: the same check without reading a fake tensor, where facts fix the layouts)
         self.facts_checked: dict[tuple, tuple] = {}
+        # (key, the ranges of its symbols) -> layouts as expressions, for any mode (the module docstring)
+        self._shared: dict[tuple, _Entry] = {}
 
     def check(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> tuple | None:
         """Run ``op``'s registered fake on these inputs once per key (raising what it raises, every time it
@@ -116,14 +147,45 @@ class OutputLayouts:
         entry = seen.get(key) if key is not None else None
         if entry is not None:
             return self._made(entry, mode)
+        symbols = tuple(sorted(_symbols(key, set()), key=str)) if key is not None and key not in seen else None
+        before = _env_state(mode.shape_env, symbols) if symbols is not None else None
+        shared = (key, before[2:]) if before is not None else None
+        if shared is not None and shared in self._shared:
+            entry = seen[key] = self._in_mode(self._shared[shared], args, mode)
+            return self._made(entry, mode)
         with mode:
             out = op(*args, **kwargs)
         if key is not None and key not in seen:
             try:
-                seen[key] = self._reusable(op, args, out, mode)
+                seen[key] = entry = self._reusable(op, args, out, mode)
             except Exception:  # the check failed to run: the op keeps running under the fake mode
-                seen[key] = None
+                seen[key] = entry = None
+            if entry is not None and shared is not None and _env_state(mode.shape_env, symbols) == before:  # type: ignore[arg-type]
+                self._shared[shared] = (entry[0], tuple(_keyed(x) for x in entry[1]))  # type: ignore[misc]
         return out
+
+    @staticmethod
+    def _in_mode(entry: _Entry, args: tuple, mode: FakeTensorMode) -> _Entry:
+        """A shared entry's layouts with their sizes in ``mode``: a symbol as the inputs' own SymInt, any
+        other expression made in the mode's shape environment at its hint."""
+        own = {d.node.expr: d for a in args if isinstance(a, torch.Tensor) for d in (*a.shape, *a.stride())
+               if isinstance(d, torch.SymInt)}
+        env = mode.shape_env
+
+        def made(e: object) -> object:
+            if not isinstance(e, sympy.Basic):
+                return e
+            if isinstance(e, sympy.Integer):
+                return int(e)
+            if e in own:
+                return own[e]
+            hints = getattr(env, "backed_var_to_val", None)
+            hints = hints if hints is not None else env.var_to_val  # type: ignore[union-attr]
+            return env.create_symintnode(e, hint=int(e.xreplace(hints)))  # type: ignore[union-attr]
+
+        kind, layouts = entry
+        return kind, tuple((tuple(map(made, x[0])), tuple(map(made, x[1])), made(x[2]), x[3], x[4], x[5])
+                           for x in layouts)
 
     @staticmethod
     def _made(entry: _Entry, mode: FakeTensorMode) -> object:

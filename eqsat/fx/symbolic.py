@@ -31,7 +31,8 @@ class SymbolicDims:
         if policy not in ("guard", "prove"):
             raise ValueError(f"symbolic policy must be 'guard' or 'prove', got {policy!r}")
         self.env, self.policy = shape_env, policy
-        values = getattr(shape_env, "backed_var_to_val", None) or getattr(shape_env, "var_to_val", None) or {}
+        backed = getattr(shape_env, "backed_var_to_val", None)  # torch >= 2.13 (var_to_val deprecated)
+        values = backed if backed is not None else getattr(shape_env, "var_to_val", None) or {}
         self.hints = dict(values)
         self.symbols = {str(s): s for s in values}
         self.committed: list[str] = []

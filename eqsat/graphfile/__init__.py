@@ -108,7 +108,9 @@ def _note_symbols(sizes: list[int | torch.SymInt], symbols: dict[str, int]) -> N
         for sym in size.node.expr.free_symbols:
             if not _SYMBOL.fullmatch(str(sym)):
                 raise GraphFileError(f"symbol {sym}: only backed sizes named s<N> can be saved")
-            symbols[str(sym)] = int(size.node.shape_env.guarding_hint_or_throw(sym))
+            env = size.node.shape_env
+            hint = getattr(env, "guarding_hint_or_throw", None) or env.size_hint  # torch < 2.13: size_hint
+            symbols[str(sym)] = int(hint(sym))
 
 
 def _ops_in(value: object) -> Iterator[torch._ops.OpOverload]:

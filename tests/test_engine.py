@@ -15,6 +15,7 @@ from egglog import bindings as eb
 
 import eqsat
 from benchmarks.graphs import models
+from eqsat import graphfile
 from eqsat.core.egraph import EGraph
 from eqsat.core.facts import FACTS, unpack
 from eqsat.core.ir import LEAF
@@ -30,6 +31,7 @@ from eqsat.engine.serialize import serialize
 from eqsat.fx.capture import copy_graph
 from eqsat.fx.importer import Arg, import_graph
 from tests.conftest import rand, trace
+from tests.test_corpus import CORPUS
 from tests.test_lift import _every_rule_fires
 from tests.test_order import GRAPHS
 
@@ -42,6 +44,32 @@ def test_a_rule_is_reached_through_what_other_rules_make():
     assert [r.name for r in reach.closure({"A"})] == ["a-b", "b-c"]
     assert [r.name for r in reach.closure({"C"})] == []
     assert [r.name for r in reach.closure({"D"})] == ["a-b", "b-c", "d-a"]  # rule order, not discovery order
+
+
+def test_a_rule_reading_a_literal_is_reached_only_where_a_row_holds_it_there():
+    """A literal read in a slot (in an atom, or pinned by a side condition) must be in the graph's rows
+    there or written there by a reached rule: as the graph holds it, as an action writes it, as a query
+    variable carries it from one slot to another; an action writing a computed value opens the slot."""
+    sorts = {"Q": ("T", "String", "f64"), "E": ("T",), "R": ("T", "String"), "D": ("T",)}
+    rules = [rewrite("fn", '(Q x "fn" 448.0)', "(E x)"),
+             rewrite("fnuz", "(Q x dt m)", "(E x)", '(= dt "fnuz")', "(= m 224.0)"),
+             rule("relabel", ("(= t (R x s))",), ("(union t (Q x s 224.0))",)),
+             rule("computed", ("(= t (D x))",), ('(union t (R x (+ "f" "nuz")))',))]
+    reach = Reach.of(rules, sorts)
+
+    def reached(present: set[str], *literals: tuple) -> list[str]:
+        return [r.name for r in reach.closure(present, frozenset(literals))]
+
+    fn, fnuz, m448, m224 = (("Q", 1), "fn"), (("Q", 1), "fnuz"), (("Q", 2), 448.0), (("Q", 2), 224.0)
+    assert reached({"Q"}, fn, m448) == ["fn"]
+    assert reached({"Q"}, fnuz, m224) == ["fnuz"]
+    assert reached({"Q"}, fn, m224, fnuz, m448) == ["fn", "fnuz"]
+    assert reached({"Q"}, fn, m224) == []  # neither form: each needs both its literals
+    assert reached({"R"}, (("R", 1), "fnuz")) == ["fnuz", "relabel"]  # carried from R's slot, 224.0 written
+    assert reached({"R"}, (("R", 1), "other")) == ["relabel"]
+    assert reached({"R", "D"}, (("R", 1), "other")) == ["fnuz", "relabel", "computed"]  # a computed label
+    assert [r.name for r in reach.closure({"Q"})] == ["fn", "fnuz"]  # literals not given: any
+    assert reach.read_slots == {("Q", 1), ("Q", 2), ("R", 1)}  # R's label flows into Q's
 
 
 def test_a_converse_rule_is_reached_only_when_its_converse_is_not_all_that_makes_its_terms():
@@ -64,7 +92,8 @@ def _graphs() -> dict[str, object]:
     models.register_ops()
     every = lambda: trace(_every_rule_fires, rand(8, 512), rand(8, 512, seed=2), rand(512), rand(512, seed=3),  # noqa: E731
                           rand(8, 1024))
-    return {**GRAPHS, **models.GRAPHS, "every rule": every}
+    corpus = {f"corpus {p.stem}": (lambda p=p: graphfile.load(p)) for p in sorted(CORPUS.glob("*.*.*.json"))}
+    return {**GRAPHS, **models.GRAPHS, "every rule": every, **corpus}  # corpus: both fp8 forms, third-party code
 
 
 @pytest.mark.parametrize("name", sorted(_graphs()))

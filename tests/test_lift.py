@@ -420,15 +420,15 @@ def test_a_staged_match_reads_structure_only():
 
     from eqsat.core.sexp import parse, show
     from eqsat.engine.engine import Engine
-    from eqsat.engine.staging import FACT_TABLES, _pinned, _pins
+    from eqsat.engine.staging import FACT_TABLES, _pinned, pins
     rules = {r.name: r for r in Engine(eqsat.DEFAULT_CATALOG, default_rules(eqsat.DEFAULT_CATALOG, "rounding")).rules}
     staged = [(m, rules[m.name.removesuffix(".match")]) for m in rules.values() if m.name.endswith(".match")]
     assert len(staged) >= 6
     for match, second in staged:
         fact_atoms = [a for a in second.query if any(f"({f} " in a for f in FACT_TABLES)]
         assert fact_atoms and not [a for a in match.query if any(f"({f} " in a for f in FACT_TABLES)], match.name
-        pins = _pins(second.query)  # the side conditions' literals, written into the match's atoms
-        assert set(match.query) <= {show(_pinned(parse(a), pins)) for a in second.query}, match.name
+        pinned = pins(second.query)  # the side conditions' literals, written into the match's atoms
+        assert set(match.query) <= {show(_pinned(parse(a), pinned)) for a in second.query}, match.name
 
 
 def test_a_staged_match_joins_only_what_its_literals_allow():

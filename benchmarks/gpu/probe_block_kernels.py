@@ -6,11 +6,19 @@ mean µs, so two variants' forwards can be compared kernel by kernel (where a bl
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
     python3 benchmarks/gpu/probe_block_kernels.py --block deepseek --M 8 4096
+    python3 benchmarks/gpu/probe_block_kernels.py --block gptoss --variants inductor --compiles 8 \
+        --M 1024 4096 8192 --chain 'triton_(red|per|poi)_fused'   # one chain's spread over fresh compiles
+
+``--compiles K``: K fresh compiles per variant (each times its Triton configs anew, as each e2e round
+does); ``--chain REGEX``: also the µs of the kernels whose names match, summed, per compile and M, and
+their median over the compiles.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import statistics
 import sys
 from collections import defaultdict
 
@@ -44,25 +52,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", nargs="+", default=["eqsat", "always_fuse"])
     ap.add_argument("--M", type=int, nargs="+", default=[8, 4096])
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--compiles", type=int, default=1)
+    ap.add_argument("--chain", default=None, help="regex of kernel names to sum per compile and M")
     args = ap.parse_args(argv)
     e2e.configure_torch()
     import torch._inductor.config as ic
 
     block = e2e_blocks.build(args.block, "cuda")
     sizes = tuple(e2e.DEFAULT_M)
+    chain: dict[tuple[str, int], list[float]] = defaultdict(list)
     for variant in args.variants:
-        torch._dynamo.reset()
-        p = e2e.make_pass(variant, sizes, True)
-        compiled = torch.compile(block)
-        with ic.patch(post_grad_custom_post_pass=p):
-            e2e.first_dynamic_call(compiled, block)
-            for m in args.M:
-                x = block.example_inputs(m, "cuda", seed=m)
-                rows = kernels(lambda x=x, f=compiled: f(*x), args.iters)
-                print(f"== {args.block} / {variant} / M={m}: {sum(r[2] for r in rows):.1f} µs of kernels, "
-                      f"{sum(r[1] for r in rows):.0f} launches", flush=True)
-                for name, n, us in rows:
-                    print(f"   {us:9.2f} µs  x{n:4.1f}  {name[:150]}", flush=True)
+        for c in range(args.compiles):
+            torch._dynamo.reset()
+            p = e2e.make_pass(variant, sizes, True)
+            compiled = torch.compile(block)
+            with ic.patch(post_grad_custom_post_pass=p):
+                e2e.first_dynamic_call(compiled, block)
+                for m in args.M:
+                    x = block.example_inputs(m, "cuda", seed=m)
+                    rows = kernels(lambda x=x, f=compiled: f(*x), args.iters)
+                    label = f" / compile {c}" if args.compiles > 1 else ""
+                    mine = sum(us for name, _, us in rows if args.chain and re.search(args.chain, name))
+                    print(f"== {args.block} / {variant}{label} / M={m}: {sum(r[2] for r in rows):.1f} µs of kernels, "
+                          f"{sum(r[1] for r in rows):.0f} launches" + (f"; chain {mine:.2f} µs" if args.chain else ""),
+                          flush=True)
+                    chain[(variant, m)].append(mine)
+                    for name, n, us in rows:
+                        print(f"   {us:9.2f} µs  x{n:4.1f}  {name[:150]}", flush=True)
+    if args.chain:
+        for (variant, m), got in chain.items():
+            print(f"chain {variant} M={m}: median {statistics.median(got):.2f} µs of {len(got)} compiles: "
+                  f"{' '.join(f'{u:.2f}' for u in got)}", flush=True)
     return 0
 
 

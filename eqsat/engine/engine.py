@@ -32,6 +32,7 @@ from eqsat.core.spelling import VocabIndex, Vocabulary
 from eqsat.cost.roofline import CostMemo, Profile, Sizes, size_points
 from eqsat.engine import rows as load_rows
 from eqsat.engine.plan import plan
+from eqsat.engine.reach import graph_literals
 from eqsat.engine.rows import SHARED, TENSOR, rows, shared_schema, tensor_schema
 from eqsat.engine.saturate import SizeBound
 from eqsat.engine.staging import WITNESS
@@ -114,7 +115,8 @@ class Engine:
         self.declared: set[str] = set()  # rule names, loaders ("load-C"), TENSOR once a wide loader is
         self.known: set[str] = set()  # constructors declared: those a loaded graph or a declared rule names
         self.tables: set[str] = set()  # tables the clear ruleset empties
-        self._closures: dict[frozenset[str], tuple[Rule, ...]] = {}
+        self._closures: dict[tuple[frozenset[str], frozenset], tuple[Rule, ...]] = {}
+        self._read_slots = self.reach.read_slots
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self._vocab: VocabIndex | None = None  # see vocab_index
         self._costs: CostMemo | None = None  # see cost_memo
@@ -178,11 +180,13 @@ class Engine:
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.given == tuple(rules)
 
-    def reachable(self, present: frozenset[str]) -> tuple[Rule, ...]:
-        """The rules that can fire on a graph of ``present`` constructors (``eqsat.engine.reach``)."""
-        got = self._closures.get(present)
+    def reachable(self, present: frozenset[str], literals: frozenset | None = None) -> tuple[Rule, ...]:
+        """The rules that can fire on a graph of ``present`` constructors and ``literals``
+        (``eqsat.engine.reach``; None: any literal)."""
+        key = (present, literals if literals is not None else frozenset({None}))
+        got = self._closures.get(key)
         if got is None:
-            got = self._closures[present] = self.reach.closure(present)
+            got = self._closures[key] = self.reach.closure(present, literals)
         return got
 
     def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
@@ -227,7 +231,9 @@ class Engine:
         """Declare what ``imported`` needs before it is loaded: the rules it can fire, its
         constructors' loaders; return the rules."""
         present = frozenset(op for op, _ in imported.terms.values())
-        rules = self.reachable(present)
+        literals = graph_literals(imported.terms.values(), (f.dtype for f in imported.facts.values()),
+                                  self.constructors, self._read_slots)
+        rules = self.reachable(present, literals)
         self.declare(rules, present)
         self._ready = imported
         return rules

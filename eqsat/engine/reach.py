@@ -1,10 +1,17 @@
-"""Which rules can fire on a graph: a closure over the constructors a graph holds and rules make.
+"""Which rules can fire on a graph: a closure over the constructors and literals a graph holds and rules make.
 
 A rule matches only where every constructor its query names has a row, and a constructor has rows
 only if the graph holds it or a rule that can fire makes it: the rules that can fire are the least
 fixpoint from the graph's constructors. Reading the egglog text over-approximates (an action's
 constructor counts as made even under a condition), which may declare a rule that never fires but
 never leaves out one that could (``tests/test_engine.py`` checks this).
+
+Literals count too, in the slots they are read from: a String or f64 argument of a constructor, or a
+value's dtype. A query that reads a literal in a slot (written in an atom, or a variable there pinned
+by ``(= v literal)``) matches only if some row holds it there, so the three fp8 forms of one lift are
+not all reached by a graph of one form. A slot's values are the graph's, the literals rules' actions
+write there, and what flows in from the slot a query variable was bound in; an action writing anything
+else there (a primitive's result, an unbound variable) makes the slot hold any value.
 
 A rule with a ``converse`` (a kernel's ``unlift``, converse of its ``fuse``) adds nothing to terms its
 converse made, so its constructors count only when the graph holds them or another rule makes them:
@@ -20,7 +27,15 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from eqsat.core.rule import Rule
-from eqsat.core.sexp import calls, parse
+from eqsat.core.sexp import Sexp, calls, is_var, parse
+from eqsat.engine.staging import FACT_TABLES, FlatQuery, pins
+
+DTYPE: Slot = ("dtype", -1)
+"""The slot of a value's dtype fact (a constructor's slot is its name and an argument's position)."""
+
+Slot = tuple[str, int]
+Literal = tuple[Slot, object]  # a slot and a value in it (a str, or a float for an f64 slot)
+_KINDS = ("String", "f64")
 
 
 def heads(texts: Iterable[str], constructors: Collection[str]) -> frozenset[str]:
@@ -28,26 +43,130 @@ def heads(texts: Iterable[str], constructors: Collection[str]) -> frozenset[str]
     return frozenset(c[0] for t in texts for c in calls(parse(t)) if isinstance(c[0], str) and c[0] in constructors)
 
 
+def value(text: str, sort: str) -> object | None:
+    """An egglog literal of ``sort`` as the value a row holds (None if it is not one)."""
+    if sort == "String":
+        return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+@dataclass(frozen=True)
+class Literals:
+    """What one rule's query reads and its actions write in the literal slots."""
+
+    wants: frozenset[Literal] = frozenset()  # a row must hold each for the query to match
+    writes: frozenset[Literal] = frozenset()
+    flows: frozenset[tuple[Slot, Slot]] = frozenset()  # (from, to): a value bound in one slot written in another
+    any: frozenset[Slot] = frozenset()  # slots written with values not known here
+
+    @classmethod
+    def of(cls, r: Rule, sorts: Mapping[str, tuple[str, ...]]) -> Literals:
+        flat = FlatQuery(r.query, {**{n: (s, "T") for n, s in sorts.items()}, **FACT_TABLES})
+        pinned = pins(flat.checks)
+        bound: dict[str, tuple[Slot, str]] = {}
+        wants: set[Literal] = set()
+
+        def read(slot: Slot, sort: str, arg: Sexp) -> None:
+            text = pinned.get(arg, arg) if isinstance(arg, str) else None
+            if isinstance(arg, str) and is_var(arg):
+                bound.setdefault(arg, (slot, sort))
+            if text is not None and not is_var(text):
+                v = value(text, sort)
+                if v is not None:
+                    wants.add((slot, v))
+
+        for atom in flat.tables:
+            _, out, (head, *args) = parse(atom)  # (= v (head a ..))
+            if head == "dtype":
+                read(DTYPE, "String", out)
+            for k, (sort, arg) in enumerate(zip(sorts.get(head, ()), args, strict=False)):
+                if sort in _KINDS:
+                    read((head, k), sort, arg)
+        writes: set[Literal] = set()
+        flows: set[tuple[Slot, Slot]] = set()
+        anything: set[Slot] = set()
+
+        def write(slot: Slot, sort: str, arg: Sexp) -> None:
+            if isinstance(arg, list) and arg[0] == "dtype" and sort == "String":  # a value's dtype
+                flows.add((DTYPE, slot))
+            elif isinstance(arg, list):  # a primitive's result
+                anything.add(slot)
+            elif arg in pinned or not is_var(arg):
+                v = value(pinned.get(arg, arg), sort)
+                if v is None:
+                    anything.add(slot)
+                else:
+                    writes.add((slot, v))
+            elif arg in bound:
+                flows.add((bound[arg][0], slot))
+            else:
+                anything.add(slot)
+
+        for action in r.actions:
+            for call in calls(parse(action)):
+                if call[0] == "set" and isinstance(call[1], list) and call[1][0] == "dtype":
+                    write(DTYPE, "String", call[2])
+                for k, (sort, arg) in enumerate(zip(sorts.get(call[0], ()), call[1:], strict=False)):
+                    if sort in _KINDS:
+                        write((call[0], k), sort, arg)
+        return cls(frozenset(wants), frozenset(writes), frozenset(flows), frozenset(anything))
+
+
+def graph_literals(terms: Iterable[tuple[str, Sequence[object]]], dtypes: Iterable[str],
+                   sorts: Mapping[str, tuple[str, ...]], slots: Collection[Slot]) -> frozenset[Literal]:
+    """The literals a graph's rows hold in ``slots`` (the ones some rule reads): its terms' String and
+    f64 arguments and its values' dtypes."""
+    out: set[Literal] = {(DTYPE, d) for d in dtypes} if DTYPE in slots else set()
+    for op, args in terms:
+        for k, sort in enumerate(sorts.get(op, ())):
+            if sort in _KINDS and (op, k) in slots and k < len(args):
+                a = args[k]
+                out.add(((op, k), float(a) if sort == "f64" and isinstance(a, (int, float)) else a))
+    return frozenset(out)
+
+
 @dataclass(frozen=True)
 class Reach:
-    """Each rule's query constructors (``needs``) and action constructors (``makes``)."""
+    """Each rule's query constructors (``needs``) and action constructors (``makes``), and its literals."""
 
     rules: tuple[Rule, ...]
     needs: tuple[frozenset[str], ...]
     makes: tuple[frozenset[str], ...]
     converse: tuple[int | None, ...]  # the index of each rule's converse rule, if it has one
+    literals: tuple[Literals, ...] = ()
 
     @classmethod
-    def of(cls, rules: Sequence[Rule], constructors: Mapping[str, object]) -> Reach:
+    def of(cls, rules: Sequence[Rule], constructors: Mapping[str, tuple[str, ...]]) -> Reach:
         index = {r.name: k for k, r in enumerate(rules)}
         return cls(tuple(rules), tuple(heads(r.query, constructors) for r in rules),
                    tuple(heads(r.actions, constructors) for r in rules),
-                   tuple(index.get(r.converse) if r.converse else None for r in rules))
+                   tuple(index.get(r.converse) if r.converse else None for r in rules),
+                   tuple(Literals.of(r, constructors) for r in rules))
 
-    def closure(self, present: Iterable[str]) -> tuple[Rule, ...]:
-        """The rules that can fire on an e-graph holding ``present`` constructors, in rule order."""
+    @property
+    def read_slots(self) -> frozenset[Slot]:
+        """The slots a graph's literals matter in: those some rule's query reads a literal in, and those
+        any rule's actions carry a value from into one of them (transitively)."""
+        slots = {s for lit in self.literals for s, _ in lit.wants}
+        flows = {f for lit in self.literals for f in lit.flows}
+        grew = True
+        while grew:
+            new = {src for src, dst in flows if dst in slots} - slots
+            slots |= new
+            grew = bool(new)
+        return frozenset(slots)
+
+    def closure(self, present: Iterable[str], literals: Iterable[Literal] | None = None) -> tuple[Rule, ...]:
+        """The rules that can fire on an e-graph holding ``present`` constructors and ``literals`` (None:
+        any literal), in rule order."""
         held = frozenset(present)
         have, on = set(held), [False] * len(self.rules)
+        values: set[Literal] = set(literals or ())
+        anything: set[Slot] = set() if literals is not None else {s for s, _ in self._wanted()}
+        flows: set[tuple[Slot, Slot]] = set()
         makers: dict[str, list[int]] = {}  # constructor -> the reached rules that make it
         grew = True
         while grew:
@@ -55,12 +174,32 @@ class Reach:
             for i, needs in enumerate(self.needs):
                 if on[i] or not needs <= have:
                     continue
+                lit = self.literals[i] if self.literals else Literals()
+                if not all(s in anything or (s, v) in values for s, v in lit.wants):
+                    continue
                 other = self.converse[i]
                 if other is not None and not all(c in held or any(k != other for k in makers.get(c, ()))
                                                  for c in needs):
                     continue
                 on[i], grew = True, True
                 have |= self.makes[i]
+                values |= lit.writes
+                anything |= lit.any
+                flows |= lit.flows
                 for c in self.makes[i]:
                     makers.setdefault(c, []).append(i)
+            moved = True
+            while moved:  # what flows between slots
+                moved = False
+                for src, dst in flows:
+                    if src in anything and dst not in anything:
+                        anything.add(dst)
+                        moved = grew = True
+                    new = {(dst, v) for s, v in values if s == src} - values
+                    if new:
+                        values |= new
+                        moved = grew = True
         return tuple(r for r, o in zip(self.rules, on, strict=True) if o)
+
+    def _wanted(self) -> frozenset[Literal]:
+        return frozenset(w for lit in self.literals for w in lit.wants)

@@ -30,7 +30,7 @@ FACT_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
 """The fact forms a query reads (``eqsat.core.facts``): checked by a staged rule's second stage only."""
 
 
-class _Flat:
+class FlatQuery:
     """A query as table atoms ``(= v (f a ..))`` over variables and literals, plus primitive checks."""
 
     def __init__(self, query: Iterable[str], known: Mapping[str, tuple[tuple[str, ...], str]]) -> None:
@@ -104,17 +104,17 @@ def cyclic(edges: Iterable[Iterable[str]]) -> bool:
     return bool(live)
 
 
-def _pins(checks: Iterable[str]) -> dict[str, str]:
+def pins(checks: Iterable[str]) -> dict[str, str]:
     """The variables that side conditions ``(= v literal)`` pin (never a term's: a literal is no term),
     and their literals."""
-    pins: dict[str, str] = {}
+    found: dict[str, str] = {}
     for check in checks:
         e = parse(check)
         if isinstance(e, list) and len(e) == 3 and e[0] == "=":
             for v, lit in ((e[1], e[2]), (e[2], e[1])):
                 if is_var(v) and isinstance(lit, str) and not is_var(lit):
-                    pins.setdefault(v, lit)
-    return pins
+                    found.setdefault(v, lit)
+    return found
 
 
 def _pinned(e: Sexp, pins: Mapping[str, str]) -> Sexp:
@@ -127,15 +127,15 @@ def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, .
     """``r`` as written when its constructor atoms are acyclic, else its two stages (module docstring);
     ``constructors``: the engine's table of constructor argument sorts."""
     known = {**{name: (sorts, "T") for name, sorts in constructors.items()}, **FACT_TABLES}
-    flat = _Flat(r.query, known)
+    flat = FlatQuery(r.query, known)
     if not cyclic(vs for _, vs in flat.structure):
         return (r,)
     terms = [v for v, sort in flat.sorts.items() if sort == "T"]
     if not 0 < len(terms) <= WITNESS_TERMS:
         raise ValueError(f"rule {r.name}: {len(terms)} term variables; a witness holds 1..{WITNESS_TERMS}")
     witness = f'({WITNESS} "{r.name}" {" ".join(terms + terms[-1:] * (WITNESS_TERMS - len(terms)))})'
-    pins = _pins(flat.checks)
-    match = Rule(f"{r.name}.match", tuple(show(_pinned(parse(atom), pins)) for atom, _ in flat.structure),
+    pinned = pins(flat.checks)
+    match = Rule(f"{r.name}.match", tuple(show(_pinned(parse(atom), pinned)) for atom, _ in flat.structure),
                  (witness,), r.numerics, r.family)
     check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics, r.family,
                  r.converse)

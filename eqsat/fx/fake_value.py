@@ -40,11 +40,6 @@ def row_major_strides(sizes: torch.Size | tuple[object, ...]) -> tuple[int, ...]
     return (step, *reversed(strides)) if sizes else ()
 
 
-def _expr(d: object) -> object:
-    """A dim or stride as an int or a sympy expression (a SymInt's own, no symbolic-int operation)."""
-    return d.node.expr if isinstance(d, torch.SymInt) else d
-
-
 def _hint(d: object) -> int | None:
     """A dim or stride at its hint (None for an unbacked SymInt)."""
     if isinstance(d, torch.SymInt):
@@ -77,9 +72,9 @@ def is_contiguous(t: torch.Tensor, shape: torch.Size | None = None) -> bool:
     strides = t.stride()
     if all(isinstance(s, int) for s in strides) and strides == row_major_strides(sizes):
         return True
-    exprs = [_expr(d) for d in sizes]
+    exprs = [sym_expr(d) for d in sizes]
     step: object = 1
-    for size, stride in zip(reversed(exprs), reversed([_expr(s) for s in strides]), strict=True):
+    for size, stride in zip(reversed(exprs), reversed([sym_expr(s) for s in strides]), strict=True):
         if stride != step:
             break
         if not isinstance(size, int) or size > 1:  # row-major strides skip a dim of size 0 or 1

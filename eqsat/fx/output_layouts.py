@@ -30,6 +30,7 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, in_kernel_invocation_manager
 
 from eqsat.core.spelling import op_schema
+from eqsat.fx.symbolic import hints
 
 
 @contextmanager
@@ -179,9 +180,7 @@ class OutputLayouts:
                 return int(e)
             if e in own:
                 return own[e]
-            hints = getattr(env, "backed_var_to_val", None)
-            hints = hints if hints is not None else env.var_to_val  # type: ignore[union-attr]
-            return env.create_symintnode(e, hint=int(e.xreplace(hints)))  # type: ignore[union-attr]
+            return env.create_symintnode(e, hint=int(e.xreplace(hints(env))))  # type: ignore[union-attr]
 
         kind, layouts = entry
         return kind, tuple((tuple(map(made, x[0])), tuple(map(made, x[1])), made(x[2]), x[3], x[4], x[5])

@@ -23,6 +23,13 @@ from eqsat.fx.preconditions import substitute
 SymbolicPolicy = Literal["guard", "prove"]
 
 
+def hints(shape_env: object | None) -> dict:
+    """A shape env's symbols and their hints (``backed_var_to_val`` from torch 2.13, where ``var_to_val``
+    is deprecated; empty without an env)."""
+    backed = getattr(shape_env, "backed_var_to_val", None)
+    return backed if backed is not None else getattr(shape_env, "var_to_val", None) or {}
+
+
 class SymbolicDims:
     """Answers ``multiple`` and ``at_most`` for dims of one graph (see the module docstring); the
     conditions decided on hints are kept by name in the answers, to ``commit`` those relied upon."""
@@ -31,8 +38,7 @@ class SymbolicDims:
         if policy not in ("guard", "prove"):
             raise ValueError(f"symbolic policy must be 'guard' or 'prove', got {policy!r}")
         self.env, self.policy = shape_env, policy
-        backed = getattr(shape_env, "backed_var_to_val", None)  # torch >= 2.13 (var_to_val deprecated)
-        values = backed if backed is not None else getattr(shape_env, "var_to_val", None) or {}
+        values = hints(shape_env)
         self.hints = dict(values)
         self.symbols = {str(s): s for s in values}
         self.committed: list[str] = []

@@ -243,12 +243,13 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             engine = load.Engine(options.catalog, rules)
         elif not engine.serves(options.catalog, rules):
             raise ValueError("the engine was prepared for other rules or another catalog")
-        report.rules_reachable = len(engine.declare_for(imported))
+        report.rules_reachable = len(engine.declare_for(imported, on_demand=True))
     with engine.scope() as egraph:
         with stage("load"):
             engine.load(imported)
         with stage("saturate"):
-            sat = saturate.saturate(egraph, options.budgets, deadline, engine.size_bound(imported), engine.parsed)
+            sat = saturate.saturate(egraph, options.budgets, deadline, engine.size_bound(imported), engine.parsed,
+                                   engine.grow)
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):

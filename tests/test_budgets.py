@@ -96,11 +96,20 @@ class _Counting:
 
 def test_iterations_run_in_doubling_calls(monkeypatch):
     from benchmarks.graphs import models
+    from eqsat.engine.engine import Engine
 
     models.register_ops()
-    report, calls = _runs_of(models.qwen3_next_gated_norm_3d(), monkeypatch)
+    options = eqsat.Options()
+    engine = Engine(options.catalog, options.active_rules())
+    first, declaring = _runs_of(models.qwen3_next_gated_norm_3d(), monkeypatch, engine=engine)
+    declaring = [*declaring]  # the next run's calls are appended to it too
+    report, calls = _runs_of(models.qwen3_next_gated_norm_3d(), monkeypatch, engine=engine)
     assert report.stop_reason == "saturated" and report.kernels_chosen == {"K_rms_gated_fp8_group_quant": 1}
     assert report.iterations == sum(calls) == 7 and calls == [4, 3]  # 2 egglog calls, not 7
+    # a fresh engine declares rules as others match (eqsat.engine.engine.Engine.grow): a call ends where
+    # the declared ones saturate, and the next runs those they let match
+    assert first.kernels_chosen == report.kernels_chosen and first.egraph_nodes == report.egraph_nodes
+    assert first.iterations == sum(declaring) and len(declaring) > len(calls)
 
 
 def test_near_the_node_cap_every_call_runs_one_iteration(monkeypatch):

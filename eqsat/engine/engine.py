@@ -88,7 +88,8 @@ class Engine:
 
     Declaring a rule has a cost (egglog compiles it) and every declared rule slows each
     saturation iteration, so a rule is declared the first time a graph can fire it
-    (``eqsat.engine.reach``: its query's constructors are in the graph or made by rules that can fire)
+    (``eqsat.engine.reach``: its query's constructors are in the graph or made by rules that can fire;
+    on demand, made by rules that have matched, saturation calling ``grow`` after each egglog call)
     and stays declared. Loading a graph costs time per term: so one engine serves many graphs,
     each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
     every row it added (ruleset ``clear``: one delete rule per table that can hold rows, cheaper
@@ -118,6 +119,8 @@ class Engine:
         self._closures: dict[tuple[frozenset[str], frozenset], tuple[Rule, ...]] = {}
         self._read_slots = self.reach.read_slots
         self._ready: Imported | None = None  # the graph declare_for last prepared
+        self._graph: tuple[frozenset[str], frozenset] | None = None  # its constructors and literals
+        self._fired: frozenset[str] | None = None  # the rules that matched on it, when declared on demand
         self._vocab: VocabIndex | None = None  # see vocab_index
         self._costs: CostMemo | None = None  # see cost_memo
         self.layouts = OutputLayouts()
@@ -180,13 +183,14 @@ class Engine:
     def serves(self, catalog: Catalog, rules: Sequence[Rule]) -> bool:
         return (self.catalog is catalog or self.catalog == catalog) and self.given == tuple(rules)
 
-    def reachable(self, present: frozenset[str], literals: frozenset | None = None) -> tuple[Rule, ...]:
+    def reachable(self, present: frozenset[str], literals: frozenset | None = None,
+                  fired: frozenset[str] | None = None) -> tuple[Rule, ...]:
         """The rules that can fire on a graph of ``present`` constructors and ``literals``
-        (``eqsat.engine.reach``; None: any literal)."""
-        key = (present, literals if literals is not None else frozenset({None}))
+        (``eqsat.engine.reach``; None: any literal), given those ``fired`` (None: any that can)."""
+        key = (present, literals if literals is not None else frozenset({None}), fired)
         got = self._closures.get(key)
         if got is None:
-            got = self._closures[key] = self.reach.closure(present, literals)
+            got = self._closures[key] = self.reach.closure(present, literals, fired)
         return got
 
     def declare(self, rules: Iterable[Rule] = (), ops: Iterable[str] = ()) -> None:
@@ -227,16 +231,30 @@ class Engine:
         self._declare([constructor(c, self.constructors[c]) for c in kinds])
         self.known.update(kinds)
 
-    def declare_for(self, imported: Imported) -> tuple[Rule, ...]:
-        """Declare what ``imported`` needs before it is loaded: the rules it can fire, its
-        constructors' loaders; return the rules."""
+    def declare_for(self, imported: Imported, on_demand: bool = False) -> tuple[Rule, ...]:
+        """Declare what ``imported`` needs before it is loaded: its constructors' loaders and the rules
+        it can fire (``on_demand``: only those that can match before any rule has, the rest as rules
+        match, through ``grow``); return the rules it can ever fire."""
         present = frozenset(op for op, _ in imported.terms.values())
         literals = graph_literals(imported.terms.values(), (f.dtype for f in imported.facts.values()),
                                   self.constructors, self._read_slots)
-        rules = self.reachable(present, literals)
-        self.declare(rules, present)
+        self._graph, self._fired = (present, literals), frozenset() if on_demand else None
+        self.declare(self.reachable(present, literals, self._fired), present)
         self._ready = imported
-        return rules
+        return self.reachable(present, literals)
+
+    def grow(self, matched: Iterable[str]) -> bool:
+        """Declare the rules that rules ``matched`` (names) let match on the graph declared for on
+        demand; whether any was new (saturation goes on while one is)."""
+        if self._fired is None or self._graph is None:
+            return False
+        fired = self._fired.union(matched)
+        if fired == self._fired:
+            return False
+        self._fired = frozenset(fired)
+        new = [r for r in self.reachable(*self._graph, self._fired) if r.name not in self.declared]
+        self.declare(new)
+        return bool(new)
 
     @contextmanager
     def scope(self) -> Iterator[eb.EGraph]:

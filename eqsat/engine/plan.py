@@ -18,7 +18,7 @@ from types import MappingProxyType
 from eqsat.core.ir import FIXED_CONSTRUCTORS
 from eqsat.core.rule import Rule
 from eqsat.engine.reach import Reach
-from eqsat.engine.staging import WITNESS, WITNESS_SORTS, stage
+from eqsat.engine.staging import WITNESS, WITNESS_SORTS, FlatQuery, stage, tables
 from eqsat.kernels.catalog import Catalog
 
 
@@ -45,10 +45,12 @@ class Plan:
 
 def _plan(catalog: Catalog, rules: tuple[Rule, ...]) -> Plan:
     table = constructors(catalog)
-    staged = [stage(r, table) for r in rules]
+    known = tables(table)
+    flats = [FlatQuery(r.query, known) for r in rules]  # each query read once, for staging and reach
+    staged = [stage(r, table, f) for r, f in zip(rules, flats, strict=True)]
     ordered = tuple(s for pair in staged for s in pair)
     stages = {r.name: s for r, s in zip(rules, staged, strict=True)}
-    return Plan(MappingProxyType(table), MappingProxyType(stages), ordered, Reach.of(ordered, table))
+    return Plan(MappingProxyType(table), MappingProxyType(stages), ordered, Reach.of(rules, table, stages, flats))
 
 
 _planned = cache(_plan)  # a pure function of two immutable values

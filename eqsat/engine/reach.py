@@ -17,18 +17,22 @@ A rule with a ``converse`` (a kernel's ``unlift``, converse of its ``fuse``) add
 converse made, so its constructors count only when the graph holds them or another rule makes them:
 a graph with no fused kernel never runs the unlift rules.
 
-Declaring a rule has a cost and every declared rule slows every saturation iteration, so
-``eqsat.engine.engine.Engine`` declares only what this closure reaches.
+The same closure, given the rules that have matched so far, counts only their actions: the rules that
+can match next. Declaring a rule has a cost and every declared rule slows every saturation iteration,
+so ``eqsat.engine.engine.Engine`` declares only those, and more as rules match (a lift's check stage
+once its match stage has matched, a fusion once a lift made its kernel's terms).
+
+A staged rule's two stages (``eqsat.engine.staging``) are read off the rule's query, read once.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from eqsat.core.rule import Rule
 from eqsat.core.sexp import Sexp, calls, is_var, parse
-from eqsat.engine.staging import FACT_TABLES, FlatQuery, pins
+from eqsat.engine.staging import WITNESS, FlatQuery, pins, tables
 
 DTYPE: Slot = ("dtype", -1)
 """The slot of a value's dtype fact (a constructor's slot is its name and an argument's position)."""
@@ -38,9 +42,8 @@ Literal = tuple[Slot, object]  # a slot and a value in it (a str, or a float for
 _KINDS = ("String", "f64")
 
 
-def heads(texts: Iterable[str], constructors: Collection[str]) -> frozenset[str]:
-    """The constructors applied anywhere in ``texts`` (egglog terms)."""
-    return frozenset(c[0] for t in texts for c in calls(parse(t)) if isinstance(c[0], str) and c[0] in constructors)
+def _calls(texts: Iterable[str]) -> list[list]:
+    return [c for t in texts for c in calls(parse(t))]
 
 
 def value(text: str, sort: str) -> object | None:
@@ -64,7 +67,11 @@ class Literals:
 
     @classmethod
     def of(cls, r: Rule, sorts: Mapping[str, tuple[str, ...]]) -> Literals:
-        flat = FlatQuery(r.query, {**{n: (s, "T") for n, s in sorts.items()}, **FACT_TABLES})
+        return cls.read(FlatQuery(r.query, tables(sorts)), _calls(r.actions), sorts)
+
+    @classmethod
+    def read(cls, flat: FlatQuery, actions: Sequence[list], sorts: Mapping[str, tuple[str, ...]]) -> Literals:
+        """Of a rule whose query reads as ``flat`` and whose actions make the calls ``actions``."""
         pinned = pins(flat.checks)
         bound: dict[str, tuple[Slot, str]] = {}
         wants: set[Literal] = set()
@@ -78,8 +85,7 @@ class Literals:
                 if v is not None:
                     wants.add((slot, v))
 
-        for atom in flat.tables:
-            _, out, (head, *args) = parse(atom)  # (= v (head a ..))
+        for out, head, args in flat.atoms:
             if head == "dtype":
                 read(DTYPE, "String", out)
             for k, (sort, arg) in enumerate(zip(sorts.get(head, ()), args, strict=False)):
@@ -105,13 +111,12 @@ class Literals:
             else:
                 anything.add(slot)
 
-        for action in r.actions:
-            for call in calls(parse(action)):
-                if call[0] == "set" and isinstance(call[1], list) and call[1][0] == "dtype":
-                    write(DTYPE, "String", call[2])
-                for k, (sort, arg) in enumerate(zip(sorts.get(call[0], ()), call[1:], strict=False)):
-                    if sort in _KINDS:
-                        write((call[0], k), sort, arg)
+        for call in actions:
+            if call[0] == "set" and isinstance(call[1], list) and call[1][0] == "dtype":
+                write(DTYPE, "String", call[2])
+            for k, (sort, arg) in enumerate(zip(sorts.get(call[0], ()), call[1:], strict=False)):
+                if sort in _KINDS:
+                    write((call[0], k), sort, arg)
         return cls(frozenset(wants), frozenset(writes), frozenset(flows), frozenset(anything))
 
 
@@ -139,12 +144,33 @@ class Reach:
     literals: tuple[Literals, ...] = ()
 
     @classmethod
-    def of(cls, rules: Sequence[Rule], constructors: Mapping[str, tuple[str, ...]]) -> Reach:
-        index = {r.name: k for k, r in enumerate(rules)}
-        return cls(tuple(rules), tuple(heads(r.query, constructors) for r in rules),
-                   tuple(heads(r.actions, constructors) for r in rules),
-                   tuple(index.get(r.converse) if r.converse else None for r in rules),
-                   tuple(Literals.of(r, constructors) for r in rules))
+    def of(cls, rules: Sequence[Rule], constructors: Mapping[str, tuple[str, ...]],
+           stages: Mapping[str, tuple[Rule, ...]] | None = None, flats: Sequence[FlatQuery] | None = None) -> Reach:
+        """Reach over ``rules`` or, given ``stages`` (each rule's, by name: ``eqsat.engine.staging.stage``),
+        over their stages in order, each read off its rule: a match stage needs the rule's constructors
+        and its literals outside the facts, and makes the witness of the rule's name; the check stage
+        needs that witness too. ``flats``: each rule's query read over ``tables(constructors)``, if it has been."""
+        known = tables(constructors)
+        read: list[tuple[Rule, frozenset[str], frozenset[str], Literals]] = []
+        for k, r in enumerate(rules):
+            flat = flats[k] if flats is not None else FlatQuery(r.query, known)
+            acts = _calls(r.actions)
+            needs = frozenset(h for h in flat.heads if h in constructors)
+            makes = frozenset(c[0] for c in acts if isinstance(c[0], str) and c[0] in constructors)
+            lit = Literals.read(flat, acts, constructors)
+            parts = stages.get(r.name, (r,)) if stages is not None else (r,)
+            if len(parts) == 1:
+                read.append((parts[0], needs, makes, lit))
+                continue
+            match, check = parts
+            named = ((WITNESS, 0), r.name)
+            read.append((match, needs, frozenset({WITNESS}),
+                         Literals(frozenset(w for w in lit.wants if w[0] != DTYPE), frozenset({named}))))
+            read.append((check, needs | {WITNESS}, makes, replace(lit, wants=lit.wants | {named})))
+        index = {s.name: k for k, (s, *_) in enumerate(read)}
+        return cls(tuple(s for s, *_ in read), tuple(n for _, n, _, _ in read), tuple(m for _, _, m, _ in read),
+                   tuple(index.get(s.converse) if s.converse else None for s, *_ in read),
+                   tuple(lit for *_, lit in read))
 
     @property
     def read_slots(self) -> frozenset[Slot]:
@@ -159,15 +185,31 @@ class Reach:
             grew = bool(new)
         return frozenset(slots)
 
-    def closure(self, present: Iterable[str], literals: Iterable[Literal] | None = None) -> tuple[Rule, ...]:
+    def closure(self, present: Iterable[str], literals: Iterable[Literal] | None = None,
+                fired: Collection[str] | None = None) -> tuple[Rule, ...]:
         """The rules that can fire on an e-graph holding ``present`` constructors and ``literals`` (None:
-        any literal), in rule order."""
+        any literal), in rule order. ``fired``: the names of the rules that have matched so far; given,
+        only their actions add to what the e-graph holds (the rules that can match next), else every
+        reached rule's do (the rules that can ever match)."""
         held = frozenset(present)
         have, on = set(held), [False] * len(self.rules)
         values: set[Literal] = set(literals or ())
         anything: set[Slot] = set() if literals is not None else {s for s, _ in self._wanted()}
         flows: set[tuple[Slot, Slot]] = set()
-        makers: dict[str, list[int]] = {}  # constructor -> the reached rules that make it
+        makers: dict[str, list[int]] = {}  # constructor -> the rules whose actions count that make it
+
+        def act(i: int) -> None:
+            lit = self.literals[i] if self.literals else Literals()
+            have.update(self.makes[i])
+            values.update(lit.writes)
+            anything.update(lit.any)
+            flows.update(lit.flows)
+            for c in self.makes[i]:
+                makers.setdefault(c, []).append(i)
+
+        for i, r in enumerate(self.rules):
+            if fired is not None and r.name in fired:
+                act(i)
         grew = True
         while grew:
             grew = False
@@ -182,12 +224,8 @@ class Reach:
                                                  for c in needs):
                     continue
                 on[i], grew = True, True
-                have |= self.makes[i]
-                values |= lit.writes
-                anything |= lit.any
-                flows |= lit.flows
-                for c in self.makes[i]:
-                    makers.setdefault(c, []).append(i)
+                if fired is None:
+                    act(i)
             moved = True
             while moved:  # what flows between slots
                 moved = False

@@ -7,9 +7,11 @@ time left, or than one once the e-graph may be past half the node cap; the first
 size is unbounded or 4 may not fit at a pessimistic pace (``ROW_SECONDS``).
 Stop reasons (egg's ``StopReason``): ``saturated``, ``iteration_limit``, ``node_limit`` (seen after the
 call that grew it) and ``time_limit``; the e-graph is consistent after each iteration, so extraction
-can use it whatever the reason. ``Budgets.seconds`` bounds the whole pass: a :class:`Deadline` is
-checked at stage boundaries and in import's and emit's long loops, an uninterruptible stage (loading
-terms) is refused up front when its estimate does not fit, and past the deadline the pass raises
+can use it whatever the reason. ``grow``, given the rules that matched in a call, may declare more
+(``eqsat.engine.engine.Engine.grow``); saturation goes on while it does. ``Budgets.seconds`` bounds the
+whole pass: a :class:`Deadline` is checked at stage boundaries and in import's and emit's long loops,
+an uninterruptible stage (loading terms) is refused up front when its estimate does not fit, and past
+the deadline the pass raises
 :class:`~eqsat.core.errors.BudgetExceeded` with the graph untouched.
 """
 
@@ -17,7 +19,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from egglog import bindings as eb
@@ -99,7 +101,8 @@ def egraph_size(egraph: eb.EGraph) -> int:
 
 
 def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
-             bound: SizeBound | None = None, parsed: dict[str, list] | None = None) -> SaturationReport:
+             bound: SizeBound | None = None, parsed: dict[str, list] | None = None,
+             grow: Callable[[Iterable[str]], bool] | None = None) -> SaturationReport:
     report = SaturationReport()
     most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
     growth = bound.growth if bound is not None else {}
@@ -138,7 +141,8 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         report.iterations += ran
         matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
         report.matches.update(matched)
-        if not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed):
+        grew = grow is not None and grow(matched)
+        if not grew and (not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed)):
             report.stop_reason = "saturated"
             break
         if most is not None and all(k in growth for k in matched):

@@ -30,6 +30,11 @@ FACT_TABLES: dict[str, tuple[tuple[str, ...], str]] = {
 """The fact forms a query reads (``eqsat.core.facts``): checked by a staged rule's second stage only."""
 
 
+def tables(constructors: Mapping[str, tuple[str, ...]]) -> dict[str, tuple[tuple[str, ...], str]]:
+    """The tables a query over ``constructors`` (name -> argument sorts) reads: theirs and the facts'."""
+    return {**{name: (sorts, "T") for name, sorts in constructors.items()}, **FACT_TABLES}
+
+
 class FlatQuery:
     """A query as table atoms ``(= v (f a ..))`` over variables and literals, plus primitive checks."""
 
@@ -40,6 +45,8 @@ class FlatQuery:
         self.checks: list[str] = []
         self.sorts: dict[str, str] = {}
         self.seen: dict[str, str] = {}  # table atom -> the variable it binds
+        self.heads: set[str] = set()  # the tables it reads
+        self.atoms: list[tuple[str, str, list[str]]] = []  # tables' atoms, read: (v, f, [a ..])
         self.fresh = (f"__v{i}" for i in itertools.count())
         for atom in query:
             self._top(parse(atom))
@@ -73,6 +80,8 @@ class FlatQuery:
         self.seen.setdefault(atom, v)
         self.sorts.setdefault(v, out_sort)
         self.tables.append(f"(= {v} {atom})")
+        self.heads.add(e[0])
+        self.atoms.append((v, e[0], args))
         if e[0] not in FACT_TABLES:
             self.structure.append((self.tables[-1], [v, *(a for a in args if is_var(a))]))
         return v
@@ -123,11 +132,11 @@ def _pinned(e: Sexp, pins: Mapping[str, str]) -> Sexp:
     return pins.get(e, e)
 
 
-def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]]) -> tuple[Rule, ...]:
+def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]], flat: FlatQuery | None = None) -> tuple[Rule, ...]:
     """``r`` as written when its constructor atoms are acyclic, else its two stages (module docstring);
-    ``constructors``: the engine's table of constructor argument sorts."""
-    known = {**{name: (sorts, "T") for name, sorts in constructors.items()}, **FACT_TABLES}
-    flat = FlatQuery(r.query, known)
+    ``constructors``: the engine's table of constructor argument sorts; ``flat``: ``r``'s query read
+    over ``tables(constructors)``, if it has been."""
+    flat = flat or FlatQuery(r.query, tables(constructors))
     if not cyclic(vs for _, vs in flat.structure):
         return (r,)
     terms = [v for v, sort in flat.sorts.items() if sort == "T"]

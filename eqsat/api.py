@@ -249,7 +249,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             engine.load(imported)
         with stage("saturate"):
             sat = saturate.saturate(egraph, options.budgets, deadline, engine.size_bound(imported), engine.parsed,
-                                   engine.grow)
+                                    engine.grow, ruleset=engine.ruleset)
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):

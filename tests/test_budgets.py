@@ -130,7 +130,7 @@ def test_a_first_call_that_may_not_fit_the_time_share_runs_one_iteration():
         calls: list[int] = []
         with engine.scope() as egraph:
             engine.load(imported)
-            saturate(_Counting(egraph, calls), eqsat.Budgets(seconds=seconds), bound=bound)
+            saturate(_Counting(egraph, calls), eqsat.Budgets(seconds=seconds), bound=bound, ruleset=engine.ruleset)
         assert calls[0] == first, seconds
 
 
@@ -153,17 +153,17 @@ def _saturated(cap: int | None, bounded: bool = False) -> tuple[int, dict, str]:
     """Qwen3-Next's 3-D gated norm loaded into a fresh engine and saturated: by ``saturate`` capped
     at ``cap`` iterations (``bounded``: given the engine's size bound, so its first call runs up to 4),
     or (``cap`` None) one egglog iteration per call until one changes nothing."""
-    from eqsat.core.ir import RULESET
     from eqsat.engine.saturate import saturate
 
     engine, imported = _qwen_3d_engine()
     with engine.scope() as egraph:
         engine.load(imported)
         if cap is not None:
-            got = saturate(egraph, eqsat.Budgets(iterations=cap), bound=engine.size_bound(imported) if bounded else None)
+            got = saturate(egraph, eqsat.Budgets(iterations=cap), bound=engine.size_bound(imported) if bounded else None,
+                           ruleset=engine.ruleset)
             return got.iterations, dict(got.matches), got.stop_reason
         matches: dict[str, int] = {}
-        one = egraph.parse_program(f"(run {RULESET} 1)")
+        one = egraph.parse_program(f"(run {engine.ruleset} 1)")
         for k in range(1, 100):
             out = egraph.run_program(*one)[0].report
             for rule, m in out.num_matches_per_rule.items():

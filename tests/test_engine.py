@@ -127,6 +127,7 @@ def test_declaring_every_rule_fires_and_chooses_the_same(name):
     graph = _graphs()[name]()
     lazy, eager = Engine(options.catalog, rules), Engine(options.catalog, rules)
     eager.declare(eager.rules)  # every rule as the engine runs it (staged where its query is cyclic)
+    eager.run_every_declared = True  # and runs every one, reached or not
     a = eqsat.optimize(copy_graph(graph), options, engine=lazy)
     b = eqsat.optimize(copy_graph(graph), options, engine=eager)
     # the eager engine also runs unlift rules on the kernels fusions made, whose matches add nothing; a rule
@@ -161,6 +162,22 @@ def test_one_engine_for_many_graphs_gives_what_a_fresh_engine_gives_each():
         assert {t: n for t, n in sizes if n} == {"dtype-ok": sum(len(s.dtypes) for s in options.catalog)}
 
 
+def test_a_graph_runs_only_the_declared_rules_it_can_fire():
+    options = eqsat.Options(numerics="rounding", strict=True)
+    engine = Engine(options.catalog, options.active_rules())
+    first, second = models.GRAPHS["deepseek_v3 (1 layer)"](), models.GRAPHS["gpt-oss router + pad"]()
+    eqsat.optimize(first, options, engine=engine)
+    declared_for_first = {n for n in engine.declared if n in engine.running}
+    report = eqsat.optimize(copy_graph(second), options, engine=engine)
+    imported = import_graph(second, options.catalog, VocabIndex(options.vocabularies))
+    can = {r.name for r in engine.reachable(frozenset(op for op, _ in imported.terms.values()))}
+    assert engine.running and engine.running <= can  # any literal: a superset of the graph's closure
+    assert declared_for_first - can  # the first graph's rules it cannot fire: declared, not run
+    alone = eqsat.optimize(copy_graph(second), options)
+    assert (report.kernels_chosen, report.egraph_nodes, set(report.rules_fired)) == \
+        (alone.kernels_chosen, alone.egraph_nodes, set(alone.rules_fired))
+
+
 def test_a_table_the_clear_ruleset_misses_fails_a_strict_pass():
     options = eqsat.Options(strict=True)
     engine = Engine(options.catalog, options.active_rules())
@@ -192,7 +209,7 @@ def test_the_size_bound_is_never_below_the_size(name):
     with engine.scope() as egraph:
         engine.load(imported)
         assert egraph_size(egraph) <= bound.rows
-        sat = saturate(egraph, eqsat.Budgets(), bound=bound)
+        sat = saturate(egraph, eqsat.Budgets(), bound=bound, ruleset=engine.ruleset)
         assert sat.stop_reason == "saturated" and sat.nodes == 0  # never needed to ask egglog
         assert egraph_size(egraph) <= bound.rows + sum(n * bound.growth[k] for k, n in sat.matches.items())
 
@@ -291,7 +308,7 @@ def _saturated(gm: object, options: eqsat.Options, engine: Engine) -> EGraph:
     engine.declare_for(imported)
     with engine.scope() as egraph:
         engine.load(imported)
-        saturate(egraph, options.budgets)
+        saturate(egraph, options.budgets, ruleset=engine.ruleset)
         return serialize(egraph, engine.extractable, imported.terms, imported.roots).egraph
 
 

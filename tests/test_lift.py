@@ -380,7 +380,7 @@ def _plan(rule_name: str, imported) -> str:
     from egglog import bindings as eb
     from eqsat.rewrites.schedule import default_rules
 
-    from eqsat.engine.engine import RULESET, Engine
+    from eqsat.engine.engine import Engine
     rules = default_rules(eqsat.DEFAULT_CATALOG, "rounding")
     engine = Engine(eqsat.DEFAULT_CATALOG, rules)
     egraph = engine.egraph
@@ -389,7 +389,7 @@ def _plan(rule_name: str, imported) -> str:
     rule = next(r for r in engine.rules if r.name == rule_name)  # as the engine runs it (staged or not)
     egraph.run_program(*egraph.parse_program("(ruleset one)\n" + rule.egglog("one")))
     engine.load(imported)
-    egraph.run_program(*egraph.parse_program(f"(run {RULESET} 4)"))
+    egraph.run_program(*egraph.parse_program(f"(run {engine.ruleset} 4)"))
     egraph.set_report_level(eb.WithPlan())
     try:
         ran = egraph.run_program(*egraph.parse_program("(run one 1)"))[0].report.num_matches_per_rule

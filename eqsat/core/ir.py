@@ -34,7 +34,6 @@ FIXED_CONSTRUCTORS: dict[str, tuple[str, ...]] = {
 }
 """Constructors of sort T that every e-graph has, with their argument sorts."""
 
-RULESET = "main"  # the ruleset every rewrite rule runs in
 FX = "Fx"
 BASE_SCHEMA = f"""
 (constructor {FX} (i64) T :unextractable)

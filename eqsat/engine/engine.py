@@ -26,7 +26,7 @@ from pathlib import Path
 
 from egglog import bindings as eb
 
-from eqsat.core.ir import LEAF, RULESET, constructor, schema
+from eqsat.core.ir import LEAF, constructor, schema
 from eqsat.core.rule import Rule
 from eqsat.core.spelling import VocabIndex, Vocabulary
 from eqsat.cost.roofline import CostMemo, Profile, Sizes, size_points
@@ -41,6 +41,7 @@ from eqsat.fx.output_layouts import OutputLayouts
 from eqsat.kernels.catalog import Catalog
 
 CLEAR = "clear"
+NONE = "none"  # an empty ruleset: what a graph no rule can fire on runs
 _SPAN = eb.RustSpan("eqsat", 0, 0)
 
 
@@ -90,7 +91,9 @@ class Engine:
     saturation iteration, so a rule is declared the first time a graph can fire it
     (``eqsat.engine.reach``: its query's constructors are in the graph or made by rules that can fire;
     on demand, made by rules that have matched, saturation calling ``grow`` after each egglog call)
-    and stays declared. Loading a graph costs time per term: so one engine serves many graphs,
+    and stays declared, in a ruleset of its own; a graph runs ``ruleset``, the rules it can fire
+    combined (a declared rule its graph cannot fire is never run on it, so the rules an engine
+    declared for other graphs cost a graph nothing). Loading a graph costs time per term: so one engine serves many graphs,
     each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
     every row it added (ruleset ``clear``: one delete rule per table that can hold rows, cheaper
     than egglog's push/pop, which clones the whole e-graph), so the engine holds no
@@ -121,12 +124,16 @@ class Engine:
         self._ready: Imported | None = None  # the graph declare_for last prepared
         self._graph: tuple[frozenset[str], frozenset] | None = None  # its constructors and literals
         self._fired: frozenset[str] | None = None  # the rules that matched on it, when declared on demand
+        self.ruleset = NONE  # the rules the graph last prepared for can fire now, combined (see declare_for)
+        self.running: frozenset[str] = frozenset()  # their names
+        self.run_every_declared = False  # run every declared rule on every graph (tests of reach's soundness)
+        self._combined: dict[frozenset[str], str] = {frozenset(): NONE}  # rule names -> their ruleset
         self._vocab: VocabIndex | None = None  # see vocab_index
         self._costs: CostMemo | None = None  # see cost_memo
         self.layouts = OutputLayouts()
         self.admissible: dict[tuple, tuple] = {}  # eqsat.admissible's choices, by op and facts
         self.egraph = eb.EGraph()
-        program = [schema(), *shared_schema(), f"(ruleset {RULESET})", f"(ruleset {CLEAR})"]
+        program = [schema(), *shared_schema(), f"(ruleset {NONE})", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]
         self._declare(program)
         self._declare(self._clear({n: (len(f.input_sorts), f.output_sort == "Unit")
@@ -213,9 +220,10 @@ class Engine:
         named = made.union(*(self.reach.needs[k] for k in index))
         wide = TENSOR not in self.declared and any(load_rows.slots(self.constructors[op]) is None for op in fresh)
         self.declare_constructors(named)
+        own = [self._own(r.name) for r in new]
         self._declare([*(tensor_schema() if wide else ()),  # a wide constructor's facts come in rows of their own
                        *(line for op in fresh for line in load_rows.loader(op, self.constructors[op])),
-                       *(r.egglog(RULESET) for r in new)])
+                       *(f"(ruleset {name})\n{r.egglog(name)}" for r, name in zip(new, own, strict=True))])
         self._declare(self._clear(filled))
         self.declared.update([*(r.name for r in new), *(f"load-{op}" for op in fresh), *([TENSOR] if wide else [])])
 
@@ -239,22 +247,48 @@ class Engine:
         literals = graph_literals(imported.terms.values(), (f.dtype for f in imported.facts.values()),
                                   self.constructors, self._read_slots)
         self._graph, self._fired = (present, literals), frozenset() if on_demand else None
-        self.declare(self.reachable(present, literals, self._fired), present)
+        now = self.reachable(present, literals, self._fired)
+        self.declare(now, present)
+        self._run(now)
         self._ready = imported
-        return self.reachable(present, literals)
+        return self._can
 
-    def grow(self, matched: Iterable[str]) -> bool:
+    def grow(self, matched: Iterable[str]) -> str | None:
         """Declare the rules that rules ``matched`` (names) let match on the graph declared for on
-        demand; whether any was new (saturation goes on while one is)."""
+        demand; the ruleset that runs them too, None when there is none new (saturation goes on while
+        there is)."""
         if self._fired is None or self._graph is None:
-            return False
+            return None
         fired = self._fired.union(matched)
         if fired == self._fired:
-            return False
+            return None
         self._fired = frozenset(fired)
-        new = [r for r in self.reachable(*self._graph, self._fired) if r.name not in self.declared]
-        self.declare(new)
-        return bool(new)
+        now = self.reachable(*self._graph, self._fired)
+        self.declare([r for r in now if r.name not in self.declared])
+        return self._run(now) if not self.running.issuperset(r.name for r in now) else None
+
+    @property
+    def _can(self) -> tuple[Rule, ...]:
+        """The rules the graph last prepared for can ever fire."""
+        return self.reachable(*self._graph) if self._graph is not None else ()
+
+    def _own(self, name: str) -> str:
+        """The ruleset that holds rule ``name`` alone."""
+        return f"r{self._rule_index[name]}"
+
+    def _run(self, rules: Sequence[Rule]) -> str:
+        """Make ``rules`` (declared), with those the graph can ever fire that are declared already (they
+        cost nothing to declare, and running them saves calls), what ``ruleset`` runs; return its name."""
+        names = frozenset(r.name for r in rules).union(r.name for r in self._can if r.name in self.declared)
+        if self.run_every_declared:
+            names = frozenset(n for n in self.declared if n in self._rule_index)
+        got = self._combined.get(names)
+        if got is None:
+            got = self._combined[names] = f"g{len(self._combined)}"
+            members = " ".join(self._own(n) for n in sorted(names, key=self._rule_index.__getitem__))
+            self._declare([f"(unstable-combined-ruleset {got} {members})"])
+        self.running, self.ruleset = names, got
+        return got
 
     @contextmanager
     def scope(self) -> Iterator[eb.EGraph]:

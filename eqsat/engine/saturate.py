@@ -7,8 +7,9 @@ time left, or than one once the e-graph may be past half the node cap; the first
 size is unbounded or 4 may not fit at a pessimistic pace (``ROW_SECONDS``).
 Stop reasons (egg's ``StopReason``): ``saturated``, ``iteration_limit``, ``node_limit`` (seen after the
 call that grew it) and ``time_limit``; the e-graph is consistent after each iteration, so extraction
-can use it whatever the reason. ``grow``, given the rules that matched in a call, may declare more
-(``eqsat.engine.engine.Engine.grow``); saturation goes on while it does. ``Budgets.seconds`` bounds the
+can use it whatever the reason. Saturation runs ``ruleset`` (an engine's, ``eqsat.engine.engine.Engine.ruleset``);
+``grow``, given the rules that matched in a call, may declare more and name the ruleset that runs them
+too (``eqsat.engine.engine.Engine.grow``); saturation goes on while it does. ``Budgets.seconds`` bounds the
 whole pass: a :class:`Deadline` is checked at stage boundaries and in import's and emit's long loops,
 an uninterruptible stage (loading terms) is refused up front when its estimate does not fit, and past
 the deadline the pass raises
@@ -25,7 +26,6 @@ from dataclasses import dataclass, field
 from egglog import bindings as eb
 
 from eqsat.core.errors import BudgetExceeded
-from eqsat.core.ir import RULESET
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
 FIRST_CALL = 4  # iterations of the first egglog call, when the e-graph is known to be small
@@ -102,7 +102,7 @@ def egraph_size(egraph: eb.EGraph) -> int:
 
 def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
              bound: SizeBound | None = None, parsed: dict[str, list] | None = None,
-             grow: Callable[[Iterable[str]], bool] | None = None) -> SaturationReport:
+             grow: Callable[[Iterable[str]], str | None] | None = None, *, ruleset: str) -> SaturationReport:
     report = SaturationReport()
     most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
     growth = bound.growth if bound is not None else {}
@@ -130,7 +130,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             n = fixed
         else:  # calls of 4, 8, 16, ... iterations while the last call's pace says they fit
             n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
-        command = text.format(ruleset=RULESET, n=n)
+        command = text.format(ruleset=ruleset, n=n)
         if command not in programs:
             programs[command] = egraph.parse_program(command)
         called = time.perf_counter()
@@ -141,8 +141,10 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         report.iterations += ran
         matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
         report.matches.update(matched)
-        grew = grow is not None and grow(matched)
-        if not grew and (not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed)):
+        grown = grow(matched) if grow is not None else None
+        if grown is not None:
+            ruleset = grown
+        elif not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed):
             report.stop_reason = "saturated"
             break
         if most is not None and all(k in growth for k in matched):

@@ -143,7 +143,7 @@ def check_equiv(reference: fx.GraphModule, candidate: fx.GraphModule, *, numeric
     engine.declare_for(merged)
     with engine.scope() as egraph:
         engine.load(merged)
-        saturate.saturate(egraph, options.budgets)
+        saturate.saturate(egraph, options.budgets, ruleset=engine.ruleset)
         ser = serialize.serialize(egraph, engine.extractable, merged.terms, [*ia, *ib])
     cls = ser.class_of_node
     verdicts = []

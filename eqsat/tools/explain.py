@@ -143,7 +143,7 @@ class _Analysis:
         engine.declare_for(self.im)
         with engine.scope() as egraph:
             engine.load(self.im)
-            saturate.saturate(egraph, options.budgets)
+            saturate.saturate(egraph, options.budgets, ruleset=engine.ruleset)
             egraph.run_program(*egraph.parse_program("(run explain 1)"))
             ser = serialize.serialize(egraph, engine.extractable, self.im.terms, self.im.roots)
             self.progress = serialize.rows_of(egraph, PROGRESS, ser.ids)

@@ -7,7 +7,7 @@ Bad input raises :class:`~eqsat.core.errors.EqSatInputError` with a message sayi
 other failure leaves the graph exactly as it was: with ``strict=False`` (default) it is logged as
 a warning naming the stage and recorded in ``Report.error``; with ``strict=True`` it raises
 :class:`~eqsat.core.errors.EqSatInternalError`. The graph is only rewritten when the extraction is
-predicted to be faster than the graph as it is.
+predicted to be faster than the graph as it is, and, for a range of sizes, slower at none of them.
 """
 
 from __future__ import annotations
@@ -99,6 +99,20 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
         return before
     cost = InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins, twin_classes)
     return EXTRACTORS[extractor](eg, cost)
+
+
+def _slower_at(eg: EGraph, cost: RooflineCost, before: Selection, selection: Selection,
+               reached: list[int]) -> tuple[object, float, float] | None:
+    """The first size point of ``cost`` where ``selection`` is predicted slower than ``before``: (size, after
+    µs, before µs); None where it is nowhere slower."""
+    def totals(sel: Selection, classes: list[int]) -> list[float]:
+        cols = [cost.per_point(eg.nodes[sel[c]]) for c in classes]
+        return [sum(col) for col in zip(*cols, strict=True)] if cols else [0.0] * len(cost.points)
+
+    for point, a, b in zip(cost.points, totals(selection, reached), totals(before, reachable(eg, before)), strict=True):
+        if a > b + IMPROVEMENT_EPS_US:
+            return point, a, b
+    return None
 
 
 def _only_twins(eg: EGraph, selection: Selection, ser: serialize.Serialized, catalog: Catalog) -> bool:
@@ -287,7 +301,11 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         native = set(imported.vocabularies) <= {"aten"}
         margin = max(NATIVE_MARGIN_US, NATIVE_MARGIN * report.predicted_before_us) if native else IMPROVEMENT_EPS_US
         faster = report.predicted_after_us < report.predicted_before_us - margin
-        if faster and native and _only_twins(eg, selection, ser, options.catalog):
+        slower = _slower_at(eg, cost, before, selection, reached) if faster and len(cost.points) > 1 else None
+        if slower is not None:
+            faster = False  # one graph runs at every size of the range: it must not lose at any
+            report.declined = "predicted slower at size {} ({:.2f} against {:.2f} us)".format(*slower)
+        elif faster and native and _only_twins(eg, selection, ser, options.catalog):
             faster = False  # in a native graph a twin is Inductor's code for the chain the graph already holds
             report.declined = "its only new kernels are Inductor's own code for the chains (twins)"
         elif not faster and report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US:

@@ -14,6 +14,7 @@ norm; the pad kernel against the norm the router GEMM also reads), see ``test_gr
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 import torch
@@ -199,8 +200,9 @@ def _pad_inputs(n: int) -> list[torch.Tensor]:
 @pytest.mark.parametrize(("n", "mult"), [(2880, 128), (2880, 256), (4096 + 64, 128), (4096 + 64, 256), (200, 256)])
 def test_fuse_add_rmsnorm_pad(n, mult):
     """gpt-oss's 2880 on gfx942 (128) and gfx950 (256), and hidden sizes vLLM's pattern never sees, on
-    the H200's measured lines (on a profile's defaults the router GEMM's copy of the kernel's strided
-    slice costs what the kernel saves)."""
+    the H200's measured lines at M = 1 (at M = 4096, and on a profile's defaults, the router GEMM's copy
+    of the kernel's strided slice costs what the kernel saves: the copy's line in a graph compiled for
+    every size is its slower autotuned config)."""
     pad = -n % mult
 
     def before(x, r, w, rw, rb):
@@ -211,7 +213,7 @@ def test_fuse_add_rmsnorm_pad(n, mult):
         padded, res = vllm.rocm_aiter_triton_add_rmsnorm_pad(x, w, 1e-5, r, mult)
         return padded, res, vllm.rocm_unquantized_gemm(aten.slice.Tensor(padded, -1, 0, n), rw, rb)
 
-    check_close(before, after, _pad_inputs(n), atol=2e-2, profile="h200", sizes=4096,
+    check_close(before, after, _pad_inputs(n), atol=2e-2, profile="h200", sizes=1,
                 fires=("pad-to-multiple", "slice-of-pad", "fuse-K_add_rmsnorm_pad"))
 
 
@@ -340,25 +342,79 @@ def test_fuse_rules_plan_as_one_bag():
 def test_a_custom_op_reading_the_padded_kernels_slice_pays_its_copy():
     """The router GEMM a vLLM op (Inductor hands a custom op its inputs with their traced strides) reads
     the kernel's padded output sliced back to 2880 columns: Inductor copies the strided slice
-    contiguous first (29 µs at M = 4096 on the H200), so the predicted saving is the copy less than
-    with ATen's GEMM (any layout) reading it."""
+    contiguous first (29 or 57 µs at M = 4096 on the H200, where that copy makes the kernel no saving: here
+    M = 1; the traced token dim is symbolic, so the copy's dynamic line), so the predicted saving is the
+    copy less than with ATen's GEMM (any layout) reading it."""
     from eqsat.core.spec import Traffic
-    from eqsat.cost.roofline import COPY_KEY, load_profile
+    from eqsat.cost.roofline import COPY_KEY, DYNAMIC, load_profile
 
     def saving(gemm) -> float:  # noqa: ANN001
         def f(x, r, w, rw, rb):
             normed, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
             return torch.nn.functional.pad(normed, (0, 64)), res, gemm(normed, rw, rb)
 
-        report = eqsat.optimize(trace(f, *_pad_inputs(2880)), strict=True, profile="h200", sizes=4096,
+        report = eqsat.optimize(trace(f, *_pad_inputs(2880)), strict=True, profile="h200", sizes=1,
                                 emit="always")
         assert report.kernels_chosen["K_add_rmsnorm_pad"] == 1, report.table()
         return report.predicted_before_us - report.predicted_after_us
 
-    nbytes = 4096 * 2880 * 2
-    copy = load_profile("h200").time_us(Traffic(nbytes, nbytes, 1), COPY_KEY)
+    nbytes = 1 * 2880 * 2
+    copy = load_profile("h200").time_us(Traffic(nbytes, nbytes, 1), COPY_KEY + DYNAMIC)
     aten_gemm = saving(lambda h, rw, rb: h @ rw.t() + rb)
     assert aten_gemm - saving(vllm.rocm_unquantized_gemm) == pytest.approx(copy, rel=1e-6)
+
+
+def test_a_copy_added_to_a_graph_compiled_for_every_size_is_priced_at_its_slow_config(tmp_path):
+    """In a graph with a symbolic token dim Inductor autotunes the copy's config at the first run's size, and
+    at M = 4096 it lands at 29 or 57 µs (``probe_block_kernels_gptoss_vllm_spread_h200.log``): the h200
+    profile prices it by ``copy@dynamic``, the slower draw. vLLM's gpt-oss norm + pad compiled for every M,
+    at M = 4096: the fused kernel stands in for Inductor's pad while the router GEMM keeps reading AITER's
+    add + norm (no copy); priced by the static copy line, the router reads the kernel's slice through the
+    copy instead. At M = 1 both read the slice."""
+    import dataclasses
+
+    from benchmarks.graphs import models
+    from eqsat.cost.roofline import COPY_KEY, DYNAMIC, load_profile
+
+    models.register_ops()
+    h200 = load_profile("h200")
+    assert h200.line(COPY_KEY + DYNAMIC)[1] < h200.line(COPY_KEY)[1] / 1.5
+    static_only = tmp_path / "h200_static_copy.json"
+    static_only.write_text(dataclasses.replace(
+        h200, kernels={k: v for k, v in h200.kernels.items() if k != COPY_KEY + DYNAMIC}).to_json())
+
+    def written(profile: str, m: int) -> set[str]:
+        gm = models.GRAPHS["gpt-oss router + pad"]()
+        report = eqsat.optimize(gm, strict=True, profile=profile, sizes=m)
+        assert report.kernels_chosen["K_add_rmsnorm_pad"] == 1, report.table()
+        return set(targets(gm))
+
+    slice_path, kept_norm = {"aten.slice.Tensor"}, {"vllm_ir.fused_add_rms_norm.default"}
+    for profile in ("h200", str(static_only)):
+        got = written(profile, 1)
+        assert slice_path <= got and not kept_norm & got
+    got = written("h200", 4096)
+    assert kept_norm <= got and not slice_path & got
+    got = written(str(static_only), 4096)
+    assert slice_path <= got and not kept_norm & got
+
+
+def test_a_graph_compiled_for_every_size_is_left_alone_where_it_would_lose_at_one():
+    """The graph torch.compile handed the pass for gpt-oss's block in vLLM's ops on the H200 (token dim
+    symbolic, M = 2 … 8192 run it; ``benchmarks/fixtures/e2e_graphs_h200``): weighed over the range a
+    rewrite is cheaper, but at M = 1 it is slower, so the graph is left alone and the report says where.
+    The M = 1 graph Inductor compiles on its own is rewritten."""
+    from eqsat import graphfile
+
+    sizes = (1, 8, 64, 256, 1024, 4096, 8192)
+    fixtures = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "e2e_graphs_h200"
+    weighed = eqsat.optimize(graphfile.load(fixtures / "gptoss_vllm.M8.json"), profile="h200", sizes=sizes,
+                             emit="always")
+    assert weighed.predicted_after_us < weighed.predicted_before_us
+    report = eqsat.optimize(graphfile.load(fixtures / "gptoss_vllm.M8.json"), profile="h200", sizes=sizes)
+    assert not report.changed and report.declined.startswith("predicted slower at size 1 "), report.summary()
+    static = eqsat.optimize(graphfile.load(fixtures / "gptoss_vllm.M1.json"), profile="h200", sizes=sizes)
+    assert static.changed and static.kernels_chosen["K_add_rmsnorm_pad"] == 1
 
 
 def test_native_pad_chain_is_priced_as_inductors_code_for_it():

@@ -16,7 +16,8 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
   ``Slice`` that is not contiguous, in a class of ``fixed_layout`` (values an opaque consumer or the
   output reads with the strides they were traced with, contiguous there), costs the copy Inductor then
-  writes: one kernel reading and writing the value (key ``COPY_KEY``).
+  writes: one kernel reading and writing the value (key ``COPY_KEY``, its ``DYNAMIC`` line in a graph
+  compiled for every size: there the h200 profile prices it at the slower of its two autotuned configs).
 - Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
   a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
   of its sample sizes, the node's cost being the weighted mean of its costs there. The weights are
@@ -293,7 +294,9 @@ class RooflineCost:
 
     def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
         out = self.operand_at(eclass, sizes)
-        return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), COPY_KEY)
+        f = self.egraph.facts.get(eclass)
+        key = COPY_KEY + DYNAMIC if f is not None and any(isinstance(d, str) for d in f.shape) else COPY_KEY
+        return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), key)
 
     def _own(self, node: ENode) -> tuple[float, ...]:
         return tuple(self.at(node, s) for s in self.points)

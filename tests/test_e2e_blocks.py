@@ -225,3 +225,12 @@ def test_the_dispatch_follows_the_tuned_table(e2e) -> None:  # noqa: ANN001
     for m, k in ((1, 2304), (64, 7168), (8, 1536)):
         for cfg in tune_gemm.candidates(m, k):
             assert (k // 128) % cfg["NUM_KSPLIT"] == 0 and cfg["BLOCK_SIZE_M"] <= max(16, m)
+
+
+def test_the_dynamic_graph_first_runs_where_asked(e2e) -> None:  # noqa: ANN001
+    """M = 1 compiles on its own first; the dynamic graph then first runs (and Inductor times its Triton
+    configs) at the smallest M >= 2, or at the largest, as vLLM's profile run at max_num_tokens does."""
+    ms = [8192, 1, 64, 8, 4096]
+    assert e2e.run_order(ms, "smallest") == [1, 8, 64, 4096, 8192]
+    assert e2e.run_order(ms, "largest") == [1, 8192, 8, 64, 4096]
+    assert e2e.run_order([1], "largest") == [1]

@@ -12,7 +12,8 @@ Each variant is a fresh compile (``torch._dynamo.reset()``, FX-graph and AOT cac
 with the token dim marked dynamic (``--compile dynamic``, the default: one graph for M >= 2, and Dynamo's
 0/1 specialisation compiles M = 1 on its own) or once per M (``--compile static``). The eqsat pass costs a
 dynamic graph at ``--eqsat-sizes`` (default: the M list, a compile range as vLLM's passes see one). Inductor
-times Triton configs at a kernel's first run (a dynamic graph's at M = 8), so two compiles of one graph can
+times Triton configs at a kernel's first run (a dynamic graph's at M = 8; ``--first-dynamic largest``: at the
+largest M, as vLLM's profile run at ``max_num_tokens`` compiles), so two compiles of one graph can
 differ by up to 1.7x (``probe_compile_spread.py``); a round's variants share those choices (``--autotune
 round``, the default: a kernel whose source an earlier variant of the round compiled takes its config, the
 cache emptied each round), so a kernel two variants both run runs alike in both. ``--rounds K`` compiles and
@@ -228,6 +229,16 @@ def fmt_kernels(k: dict[str, int]) -> str:
 
 
 # -- compiling ------------------------------------------------------------------------------------------------
+
+def run_order(ms: Sequence[int], first_dynamic: str) -> list[int]:
+    """``ms`` in the order a variant runs them: M = 1 (compiled on its own) first, then the dynamic graph's
+    first run at the smallest M >= 2 or (``largest``) at the largest, the rest ascending."""
+    ordered = sorted(ms)
+    dynamic = [m for m in ordered if m >= 2]
+    if first_dynamic == "largest" and dynamic:
+        dynamic = [dynamic[-1], *dynamic[:-1]]
+    return [m for m in ordered if m < 2] + dynamic
+
 
 class Backend:
     """Inductor (``compile_fx``) as a Dynamo backend that counts and times its compiles; ``exec_fx``: stop
@@ -584,7 +595,7 @@ class Run:
         ctx = _VariantRun(name, variant, block, compiled, backend, p, st, static)
         try:
             with ic.patch(post_grad_custom_post_pass=p):
-                for m in args.M:
+                for m in run_order(args.M, args.first_dynamic):
                     if self.over_budget():
                         log(f"   {variant} M={m}: skipped (budget)")
                         self.add({"block": name, "variant": variant, "M": m, "check": "skipped", "detail": "budget"})
@@ -879,6 +890,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--llama-quant", choices=("token", "group"), default="token")
     ap.add_argument("--gemm", choices=(*e2e_blocks.GEMMS, "inline"), default="dispatch",
                     help="the fp8 GEMM (e2e_blocks.GEMMS, opaque ops reading q and s) or inline dequant + bf16 GEMM")
+    ap.add_argument("--first-dynamic", choices=("smallest", "largest"), default="smallest",
+                    help="the M the dynamic graph first runs at (Inductor times its Triton configs there): the "
+                         "smallest M >= 2, or the largest, as vLLM's profile run at max_num_tokens does")
     ap.add_argument("--rounds", type=int, default=1,
                     help="compile and time every variant this many times, in turn (each round a fresh compile)")
     ap.add_argument("--inductor-configs", choices=("default", "fixed"), default="default",

@@ -10,8 +10,8 @@ order given, as a process compiling a model: round 1 pays what the process's fir
 loaded (a new fake mode and shape env, as a new compile). Printed per graph and round: nodes, the
 pass's wall time and its stages (``Report.stage_ms``); per round, the sum; with 3 rounds or more, per
 graph the least of the later rounds (each stage's least on its own: a steady state less noisy than one
-round's). ``--cprofile N``: the N
-functions with the most cumulative time in round ``--cprofile-round`` (1: the process's first graphs). vLLM's ops load as the real ones where vLLM is
+round's). ``--cprofile N``: the N functions with the most cumulative time in round
+``--cprofile-round`` (1: the process's first graphs). vLLM's ops load as the real ones where vLLM is
 installed, else as the stand-ins, whose fp8 is ``--fp8`` (the dtype the graphs' blocks were built with).
 """
 

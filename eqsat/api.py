@@ -105,11 +105,9 @@ def _slower_at(eg: EGraph, cost: RooflineCost, before: Selection, selection: Sel
                reached: list[int]) -> tuple[object, float, float] | None:
     """The first size point of ``cost`` where ``selection`` is predicted slower than ``before``: (size, after
     µs, before µs); None where it is nowhere slower."""
-    def totals(sel: Selection, classes: list[int]) -> list[float]:
-        cols = [cost.per_point(eg.nodes[sel[c]]) for c in classes]
-        return [sum(col) for col in zip(*cols, strict=True)] if cols else [0.0] * len(cost.points)
-
-    for point, a, b in zip(cost.points, totals(selection, reached), totals(before, reachable(eg, before)), strict=True):
+    after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
+    was = cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before))
+    for point, a, b in zip(cost.points, after, was, strict=True):
         if a > b + IMPROVEMENT_EPS_US:
             return point, a, b
     return None
@@ -280,8 +278,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes), fixed)
     before = _before_selection(ser)
     if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
-        per_point = [cost.per_point(eg.nodes[before[c]]) for c in reachable(eg, before)]
-        cost.weigh([sum(col) for col in zip(*per_point, strict=True)] if per_point else [0.0] * len(cost.points))
+        cost.weigh(cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before)))
     gpu_kernels = not (on_gpu(graph) and torch.cuda.is_available()) or aiter.installed()
     banned: list[int] = []
     while True:  # each site emit cannot write is dropped, and the rest extracted again without it

@@ -28,7 +28,7 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
@@ -233,9 +233,11 @@ class RooflineCost:
 
     def _symbolic(self, node: ENode) -> bool:
         """Whether a tensor ``node`` reads has a symbolic dim (the graph is compiled for every size)."""
-        facts = self.egraph.facts
-        return any(isinstance(d, str) for a in node.args if isinstance(a, Ref) and a.eclass in facts
-                   for d in facts[a.eclass].shape)
+        return any(self._symbolic_class(a.eclass) for a in node.args if isinstance(a, Ref))
+
+    def _symbolic_class(self, eclass: int) -> bool:
+        f = self.egraph.facts.get(eclass)
+        return f is not None and any(isinstance(d, str) for d in f.shape)
 
     def at(self, node: ENode, sizes: int | Mapping[str, int]) -> float:
         t = self.traffic(node, sizes)
@@ -259,6 +261,14 @@ class RooflineCost:
         if got is None:
             got = self._memo[node] = sum(w * c for w, c in zip(self.weights, self.per_point(node), strict=True))
         return got
+
+    def point_totals(self, nodes: Iterable[ENode]) -> list[float]:
+        """The own costs of ``nodes`` summed at each size point."""
+        totals = [0.0] * len(self.points)
+        for node in nodes:
+            for k, c in enumerate(self.per_point(node)):
+                totals[k] += c
+        return totals
 
     def per_point(self, node: ENode) -> tuple[float, ...]:
         """The own cost of ``node`` at each size point."""
@@ -294,8 +304,7 @@ class RooflineCost:
 
     def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
         out = self.operand_at(eclass, sizes)
-        f = self.egraph.facts.get(eclass)
-        key = COPY_KEY + DYNAMIC if f is not None and any(isinstance(d, str) for d in f.shape) else COPY_KEY
+        key = COPY_KEY + DYNAMIC if self._symbolic_class(eclass) else COPY_KEY
         return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), key)
 
     def _own(self, node: ENode) -> tuple[float, ...]:

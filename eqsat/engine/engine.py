@@ -93,8 +93,8 @@ class Engine:
     on demand, made by rules that have matched, saturation calling ``grow`` after each egglog call)
     and stays declared, in a ruleset of its own; a graph runs ``ruleset``, the rules it can fire
     combined (a declared rule its graph cannot fire is never run on it, so the rules an engine
-    declared for other graphs cost a graph nothing). Loading a graph costs time per term: so one engine serves many graphs,
-    each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
+    declared for other graphs cost a graph nothing). Loading a graph costs time per term: so one engine
+    serves many graphs, each declared for (``declare_for``) and loaded inside ``scope()``, which afterwards deletes
     every row it added (ruleset ``clear``: one delete rule per table that can hold rows, cheaper
     than egglog's push/pop, which clones the whole e-graph), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog

@@ -66,10 +66,6 @@ class Literals:
     any: frozenset[Slot] = frozenset()  # slots written with values not known here
 
     @classmethod
-    def of(cls, r: Rule, sorts: Mapping[str, tuple[str, ...]]) -> Literals:
-        return cls.read(FlatQuery(r.query, tables(sorts)), _calls(r.actions), sorts)
-
-    @classmethod
     def read(cls, flat: FlatQuery, actions: Sequence[list], sorts: Mapping[str, tuple[str, ...]]) -> Literals:
         """Of a rule whose query reads as ``flat`` and whose actions make the calls ``actions``."""
         pinned = pins(flat.checks)
@@ -155,7 +151,7 @@ class Reach:
         for k, r in enumerate(rules):
             flat = flats[k] if flats is not None else FlatQuery(r.query, known)
             acts = _calls(r.actions)
-            needs = frozenset(h for h in flat.heads if h in constructors)
+            needs = frozenset(h for _, h, _ in flat.atoms if h in constructors)
             makes = frozenset(c[0] for c in acts if isinstance(c[0], str) and c[0] in constructors)
             lit = Literals.read(flat, acts, constructors)
             parts = stages.get(r.name, (r,)) if stages is not None else (r,)

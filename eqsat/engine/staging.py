@@ -45,7 +45,6 @@ class FlatQuery:
         self.checks: list[str] = []
         self.sorts: dict[str, str] = {}
         self.seen: dict[str, str] = {}  # table atom -> the variable it binds
-        self.heads: set[str] = set()  # the tables it reads
         self.atoms: list[tuple[str, str, list[str]]] = []  # tables' atoms, read: (v, f, [a ..])
         self.fresh = (f"__v{i}" for i in itertools.count())
         for atom in query:
@@ -80,7 +79,6 @@ class FlatQuery:
         self.seen.setdefault(atom, v)
         self.sorts.setdefault(v, out_sort)
         self.tables.append(f"(= {v} {atom})")
-        self.heads.add(e[0])
         self.atoms.append((v, e[0], args))
         if e[0] not in FACT_TABLES:
             self.structure.append((self.tables[-1], [v, *(a for a in args if is_var(a))]))

@@ -339,27 +339,28 @@ def test_fuse_rules_plan_as_one_bag():
     assert all(p == "single" for p in plans.values()), plans
 
 
-def test_a_custom_op_reading_the_padded_kernels_slice_pays_its_copy():
+@pytest.mark.parametrize(("m", "line"), [(1, "copy"), (TOKENS, "copy"), (TOKENS + 1, "copy@dynamic")])
+def test_a_custom_op_reading_the_padded_kernels_slice_pays_its_copy(m, line):
     """The router GEMM a vLLM op (Inductor hands a custom op its inputs with their traced strides) reads
     the kernel's padded output sliced back to 2880 columns: Inductor copies the strided slice
-    contiguous first (29 or 57 µs at M = 4096 on the H200, where that copy makes the kernel no saving: here
-    M = 1; the traced token dim is symbolic, so the copy's dynamic line), so the predicted saving is the
-    copy less than with ATen's GEMM (any layout) reading it."""
+    contiguous first, so the predicted saving is the copy less than with ATen's GEMM (any layout) reading
+    it. The traced token dim is symbolic, first run at M = TOKENS (its hint): up to it the copy runs as
+    compiled per size (its static line), past it at the config picked for TOKENS (its dynamic line)."""
     from eqsat.core.spec import Traffic
-    from eqsat.cost.roofline import COPY_KEY, DYNAMIC, load_profile
+    from eqsat.cost.roofline import load_profile
 
     def saving(gemm) -> float:  # noqa: ANN001
         def f(x, r, w, rw, rb):
             normed, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
             return torch.nn.functional.pad(normed, (0, 64)), res, gemm(normed, rw, rb)
 
-        report = eqsat.optimize(trace(f, *_pad_inputs(2880)), strict=True, profile="h200", sizes=1,
+        report = eqsat.optimize(trace(f, *_pad_inputs(2880)), strict=True, profile="h200", sizes=m,
                                 emit="always")
         assert report.kernels_chosen["K_add_rmsnorm_pad"] == 1, report.table()
         return report.predicted_before_us - report.predicted_after_us
 
-    nbytes = 1 * 2880 * 2
-    copy = load_profile("h200").time_us(Traffic(nbytes, nbytes, 1), COPY_KEY + DYNAMIC)
+    nbytes = m * 2880 * 2
+    copy = load_profile("h200").time_us(Traffic(nbytes, nbytes, 1), line)
     aten_gemm = saving(lambda h, rw, rb: h @ rw.t() + rb)
     assert aten_gemm - saving(vllm.rocm_unquantized_gemm) == pytest.approx(copy, rel=1e-6)
 
@@ -438,10 +439,12 @@ def test_native_pad_chain_is_priced_as_inductors_code_for_it():
 
 
 def test_a_dynamic_graph_prices_inductors_chain_by_its_dynamic_line():
-    """Inductor's code for gpt-oss's add + norm + pad compiled once for every M runs 2x slower at M = 8192
-    than compiled for that M (``probe_dynamic_twin.py``): a graph with a symbolic token dim prices the twin
-    by ``inductor:add_rms_pad@dynamic``, a static graph by the per-M line, and a profile without the
-    dynamic line prices both alike."""
+    """Inductor's code for gpt-oss's add + norm + pad compiled once for every M and first run at M = 8 runs
+    2x slower at M = 8192 than compiled for that M; first run at M = 1024 or 8192 it runs as compiled per M
+    (``probe_dynamic_twin.py --hints 8 1024 8192``): a graph with a symbolic token dim prices the twin by
+    ``inductor:add_rms_pad@dynamic`` at sizes past its hint, a static graph and a dynamic one at sizes up to
+    its hint (vLLM's first run is at its largest size) by the per-M line, and a profile without the dynamic
+    line prices all alike."""
     import dataclasses
 
     from torch.fx.experimental.proxy_tensor import make_fx
@@ -464,3 +467,5 @@ def test_a_dynamic_graph_prices_inductors_chain_by_its_dynamic_line():
     dynamic, static = before(trace(f, *_pad_inputs(2880)[:3]), h200), before(make_fx(f, tracing_mode="fake")(x, r, w), h200)
     assert dynamic > 1.5 * static
     assert before(trace(f, *_pad_inputs(2880)[:3]), per_m) == pytest.approx(static, rel=1e-6)
+    first_at_largest = trace(f, x, r, w)  # the token symbol's hint is 8192
+    assert before(first_at_largest, h200) == pytest.approx(static, rel=1e-6)

@@ -12,9 +12,10 @@ Each variant is a fresh compile (``torch._dynamo.reset()``, FX-graph and AOT cac
 with the token dim marked dynamic (``--compile dynamic``, the default: one graph for M >= 2, and Dynamo's
 0/1 specialisation compiles M = 1 on its own) or once per M (``--compile static``). The eqsat pass costs a
 dynamic graph at ``--eqsat-sizes`` (default: the M list, a compile range as vLLM's passes see one). Inductor
-times Triton configs at a kernel's first run (a dynamic graph's at M = 8; ``--first-dynamic largest``: at the
-largest M, as vLLM's profile run at ``max_num_tokens`` compiles), so two compiles of one graph can
-differ by up to 1.7x (``probe_compile_spread.py``); a round's variants share those choices (``--autotune
+picks and times a dynamic graph's Triton configs at its first run (``--first-dynamic largest``, the default: at
+the largest M, as vLLM's profile run at ``max_num_tokens`` compiles; ``smallest``: at the smallest M >= 2, as
+a ``torch.compile`` user's second call may), so the two can differ by 2x at a large M, and two compiles first
+run at a small M by up to 1.7x (``probe_compile_spread.py``); a round's variants share those choices (``--autotune
 round``, the default: a kernel whose source an earlier variant of the round compiled takes its config, the
 cache emptied each round), so a kernel two variants both run runs alike in both. ``--rounds K`` compiles and
 times every variant K times in turn and reports the median speedup and the rounds' range. One pass object per variant serves the whole run (as a process sets the pass once); its
@@ -178,10 +179,10 @@ def make_pass(variant: str, sizes: int | tuple[int, ...], cuda: bool) -> TimedEq
     raise ValueError(f"unknown variant {variant!r}")
 
 
-def first_dynamic_call(compiled: Callable[..., Any], block: e2e_blocks.Block, device: str = "cuda") -> None:
-    """Compile ``compiled`` (``torch.compile`` of ``block``) for every M >= 2: its first call at M = 8 with
+def first_dynamic_call(compiled: Callable[..., Any], block: e2e_blocks.Block, device: str = "cuda", m: int = 8) -> None:
+    """Compile ``compiled`` (``torch.compile`` of ``block``) for every M >= 2: its first call at M = ``m`` with
     the token dim marked dynamic, as a block's runs compile it (the probes' way to get that compile)."""
-    first = block.example_inputs(8, device)
+    first = block.example_inputs(m, device)
     for t in first:
         torch._dynamo.mark_dynamic(t, 0)
     compiled(*first)
@@ -890,7 +891,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--llama-quant", choices=("token", "group"), default="token")
     ap.add_argument("--gemm", choices=(*e2e_blocks.GEMMS, "inline"), default="dispatch",
                     help="the fp8 GEMM (e2e_blocks.GEMMS, opaque ops reading q and s) or inline dequant + bf16 GEMM")
-    ap.add_argument("--first-dynamic", choices=("smallest", "largest"), default="smallest",
+    ap.add_argument("--first-dynamic", choices=("smallest", "largest"), default="largest",
                     help="the M the dynamic graph first runs at (Inductor times its Triton configs there): the "
                          "smallest M >= 2, or the largest, as vLLM's profile run at max_num_tokens does")
     ap.add_argument("--rounds", type=int, default=1,

@@ -1,6 +1,7 @@
 """Device probe: the kernels of one block's compiled forward, per variant (``e2e.py``'s), by the profiler.
 
-One dynamic compile per variant (first run M = 8, as ``e2e.py`` compiles), then at each M of ``--M`` the
+One dynamic compile per variant (first run M = 8, as ``e2e.py`` compiles by default; ``--first M`` another,
+e.g. the largest as ``e2e.py --first-dynamic largest`` and vLLM's profile run), then at each M of ``--M`` the
 forward run ``--iters`` times under ``torch.profiler``: every GPU kernel's name, launches per forward and
 mean µs, so two variants' forwards can be compared kernel by kernel (where a block-level difference comes from).
 
@@ -53,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--M", type=int, nargs="+", default=[8, 4096])
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--compiles", type=int, default=1)
+    ap.add_argument("--first", type=int, default=8, help="the M of the dynamic compile's first run")
     ap.add_argument("--chain", default=None, help="regex of kernel names to sum per compile and M")
     args = ap.parse_args(argv)
     e2e.configure_torch()
@@ -67,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
             p = e2e.make_pass(variant, sizes, True)
             compiled = torch.compile(block)
             with ic.patch(post_grad_custom_post_pass=p):
-                e2e.first_dynamic_call(compiled, block)
+                e2e.first_dynamic_call(compiled, block, m=args.first)
                 for m in args.M:
                     x = block.example_inputs(m, "cuda", seed=m)
                     rows = kernels(lambda x=x, f=compiled: f(*x), args.iters)

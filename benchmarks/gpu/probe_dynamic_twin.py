@@ -1,19 +1,24 @@
 """Device probe: Inductor's code for a native chain compiled per M (``dynamic=False``, as the H200 twin lines
-were fitted) against one dynamic compile serving every M (first run at M = 8, as the e2e blocks compile),
-beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA), with each compile's kernel
+were fitted) against one dynamic compile serving every M for each hint H in ``--hints`` (the compile's first
+run at M = H, where Inductor picks and times its Triton configs: 8 as the e2e blocks compile by default, the
+largest M as vLLM's profile run at ``max_num_tokens`` does), beside the fused kernel (the ``eqsat::`` op, AITER's Triton kernel on CUDA), with each compile's kernel
 launches. The DeepSeek layer's chains: silu + group quant (input [M, 2 x 2304]; as the e2e block writes it,
 vLLM's native code, and with ``amax`` for ``max(dim)[0]``; as ``native.py`` writes it) and add + RMSNorm +
 group quant (N = 7168); Llama's norm (and add + norm) + per-token quant (N = 4096); the silu chains also with their (q, scale) read by an opaque op, as a GEMM reads
 them in a model, instead of being the graph's outputs; gpt-oss's add + norm + pad (N = 2880 to a multiple of
 256), alone and with the normed value also read by its router GEMM (bf16, 2880 -> 128, bias) as the block
-reads it. CUDA-graph medians, µs.
+reads it; Inductor's copy of a strided slice into a contiguous value (what a layout-fixing consumer of a
+kernel's sliced output costs); Qwen3-Next's gated norm + group quant as the e2e block writes it and as its
+Inductor twin (the composition of references) writes it, neither with a fused kernel here.
+CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
-    python3 benchmarks/gpu/probe_dynamic_twin.py [chain names]
+    python3 benchmarks/gpu/probe_dynamic_twin.py [chain names] [--hints 8 1024 8192]
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 
 import gpu_timing
@@ -92,6 +97,49 @@ def router_in(m: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
         torch.randn(128, device="cuda", generator=g).to(torch.bfloat16)
 
 
+@torch.library.custom_op("probe::consume_one", mutates_args=())
+def consume_one(y: torch.Tensor) -> torch.Tensor:
+    """An opaque consumer of one contiguous value (it launches nothing)."""
+    return y.new_empty((1,), dtype=torch.float32)
+
+
+@consume_one.register_fake
+def _(y: torch.Tensor) -> torch.Tensor:
+    return y.new_empty((1,), dtype=torch.float32)
+
+
+def copy_slice(x: torch.Tensor) -> torch.Tensor:
+    """The first 2880 of 3072 columns (gpt-oss's padded rows) copied contiguous for an opaque consumer."""
+    return consume_one(x[:, :2880].contiguous())
+
+
+def qwen_in(m: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
+    core, z = (torch.randn(m, 4096, device="cuda", generator=g).to(torch.bfloat16) for _ in range(2))
+    return core, z, torch.ones(128, device="cuda", dtype=torch.bfloat16)
+
+
+def qwen_gated_quant(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """Qwen3-Next's gated norm (32 heads of 128) + group quant as ``e2e_blocks.Qwen3NextGatedOut`` writes it."""
+    import e2e_blocks
+
+    m = core.shape[0]
+    x32 = core.reshape(-1, 128).float()
+    out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+    out = (out * torch.nn.functional.silu(z.reshape(-1, 128).float())).to(core.dtype)
+    return consume(*e2e_blocks.group_quant(out.reshape(m, 4096)))
+
+
+def qwen_gated_twin(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The catalog's Inductor twin of the fused gated norm + quant: its composition of references,
+    ``QuantGroup(RmsNormGated(x, z, w, eps), 128, fp8)``."""
+    from eqsat.library import reference
+
+    m = core.shape[0]
+    q, s = reference.group_fp8_quant(reference.rms_norm_gated(core.reshape(-1, 128), z.reshape(-1, 128), w, 1e-6),
+                                     128, FN)
+    return consume(q.reshape(m, 4096), s.reshape(m, 32))
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
 
@@ -127,6 +175,10 @@ def chains() -> dict[str, tuple]:
         "add_rms_group_quant": (native.native_add_rms_group_quant,
                                 lambda x, r, w: own.rmsnorm_add_fp8_group_quant(x, r, w, native.EPS, 128, FN),
                                 norm_in(7168, residual=True)),
+        "copy_slice": (copy_slice, None,
+                       lambda m, g: (torch.randn(m, 3072, device="cuda", generator=g).to(torch.bfloat16),)),
+        "qwen_gated_quant": (qwen_gated_quant, None, qwen_in),
+        "qwen_gated_twin": (qwen_gated_twin, None, qwen_in),
     }
 
 
@@ -136,36 +188,49 @@ def launches(fn) -> int:  # noqa: ANN001
     return gpu_timing.count_launches(fn)[0]
 
 
+def dynamic_compile(chain, make, hint: int, gen: torch.Generator):  # noqa: ANN001, ANN201
+    """``chain`` compiled once for every M >= 2, first run at M = ``hint`` (the activations' dim 0 marked)."""
+    torch._dynamo.reset()
+    dyn = torch.compile(chain, dynamic=None)
+    first = make(hint, gen)
+    for t in first:
+        if t.dim() >= 2 and t.shape[0] == hint:  # the activations (not the weights)
+            torch._dynamo.mark_dynamic(t, 0)
+    dyn(*first)
+    return dyn
+
+
 def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("chains", nargs="*", help="chain names (default: all)")
+    ap.add_argument("--hints", type=int, nargs="+", default=[8], help="first-run M of each dynamic compile")
+    args = ap.parse_args()
     gpu_timing.setup_torch()
+    torch._inductor.config.fx_graph_cache = False  # each hint's compile is its own, never a cached one
     print("\n".join(gpu_timing.env_report()), flush=True)
     gen = torch.Generator(device="cuda").manual_seed(0)
-    wanted = sys.argv[1:]  # chain names (default: all)
     for name, (chain, fused, make) in chains().items():
-        if wanted and name not in wanted:
+        if args.chains and name not in args.chains:
             continue
         inputs = {m: make(m, gen) for m in MS}
-        torch._dynamo.reset()
-        dyn = torch.compile(chain, dynamic=None)
-        first = make(8, gen)
-        for t in first:
-            if t.shape[0] == 8:  # the activations (not the norm weight)
-                torch._dynamo.mark_dynamic(t, 0)
-        dyn(*first)
-        t_dyn = {m: gpu_timing.bench(lambda a=inputs[m], f=dyn: f(*a), 10, 2)[0] for m in MS}
+        t_dyn, n_dyn = {}, {}
+        for h in args.hints:
+            dyn = dynamic_compile(chain, make, h, gen)
+            t_dyn[h] = {m: gpu_timing.bench(lambda a=inputs[m], f=dyn: f(*a), 10, 2)[0] for m in MS}
+            n_dyn[h] = {m: launches(lambda a=inputs[m], f=dyn: f(*a)) for m in MS}
         t_static, n_static = {}, {}
         for m in MS:  # one fresh static compile per M
             torch._dynamo.reset()
             static = torch.compile(chain, dynamic=False)
             t_static[m] = gpu_timing.bench(lambda a=inputs[m], f=static: f(*a), 10, 2)[0]
             n_static[m] = launches(lambda a=inputs[m], f=static: f(*a))
-        t_fused = {m: gpu_timing.bench(lambda a=inputs[m], f=fused: f(*a), 10, 2)[0] for m in MS}
-        n_dyn = {m: launches(lambda a=inputs[m], f=dyn: f(*a)) for m in MS}
-        print(f"{name}: M | static Inductor (launches) | dynamic Inductor, first run M = 8 (launches) | fused kernel",
-              flush=True)
+        t_fused = {m: gpu_timing.bench(lambda a=inputs[m], f=fused: f(*a), 10, 2)[0] if fused else float("nan")
+                   for m in MS}
+        heads = " | ".join(f"dynamic Inductor, first run M = {h} (launches)" for h in args.hints)
+        print(f"{name}: M | static Inductor (launches) | {heads} | fused kernel", flush=True)
         for m in MS:
-            print(f"  {m:5d} | {t_static[m]:8.2f} ({n_static[m]}) | {t_dyn[m]:8.2f} ({n_dyn[m]}) | {t_fused[m]:8.2f}",
-                  flush=True)
+            dyns = " | ".join(f"{t_dyn[h][m]:8.2f} ({n_dyn[h][m]})" for h in args.hints)
+            print(f"  {m:5d} | {t_static[m]:8.2f} ({n_static[m]}) | {dyns} | {t_fused[m]:8.2f}", flush=True)
     return 0
 
 

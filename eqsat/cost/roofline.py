@@ -9,15 +9,17 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
   never measured is priced no faster than its fused kernel's line nor the defaults, streaming at
   ``INDUCTOR_PRIOR`` of that bandwidth: without a measurement, Inductor's code for a chain never beats
   the kernel written for it (same bytes, at least as many launches). A twin in a dynamic graph (a
-  symbolic dim in its operands) is priced by its key's ``DYNAMIC`` line where the profile has one:
-  Inductor's code compiled once for every size can run far slower than compiled per size (gpt-oss's
-  add + norm + pad, 2x at M = 8192), and the pass sees the graph Inductor compiles.
+  symbolic dim in its operands) is priced by its key's ``DYNAMIC`` line, where the profile has one, at
+  the sizes past the symbols' ``hints``: Inductor picks a dynamic graph's Triton configs for the sizes
+  it is first run at (the shape env's hints), and code so tuned for a small size can run far slower at
+  a larger one than compiled per size (gpt-oss's add + norm + pad first run at M = 8: 2x at M = 8192),
+  while at sizes up to the hints it runs as compiled per size. Without hints every size is past them.
 - Generic ATen ops are one kernel each that reads its inputs and writes its output.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
   ``Slice`` that is not contiguous, in a class of ``fixed_layout`` (values an opaque consumer or the
   output reads with the strides they were traced with, contiguous there), costs the copy Inductor then
-  writes: one kernel reading and writing the value (key ``COPY_KEY``, its ``DYNAMIC`` line in a graph
-  compiled for every size: there the h200 profile prices it at the slower of its two autotuned configs).
+  writes: one kernel reading and writing the value (key ``COPY_KEY``, its ``DYNAMIC`` line past the
+  hints of a graph compiled for every size).
 - Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
   a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
   of its sample sizes, the node's cost being the weighted mean of its costs there. The weights are
@@ -122,11 +124,17 @@ def _builtin_profile(name: str) -> Profile:  # a pure function of files shipped 
 
 
 Sizes = int | Mapping[str, int] | Sequence[int]
+Hints = Mapping[str, int] | None  # symbol name -> the size a dynamic graph was first run at (None: unknown)
 
 
 @cache
 def _sympify(expr: str) -> sympy.Expr:
     return sympy.sympify(expr)
+
+
+@cache
+def _names(expr: str) -> frozenset[str]:
+    return frozenset(str(s) for s in _sympify(expr).free_symbols)
 
 
 def bind_dim(d: int | str, sizes: int | Mapping[str, int]) -> int:
@@ -161,18 +169,21 @@ def size_points(sizes: Sizes) -> tuple[int | Mapping[str, int], ...]:
 
 
 class CostMemo:
-    """Own costs kept across e-graphs for one catalog, profile and size binding, by what an e-node's
+    """Own costs kept across e-graphs for one catalog, profile, size binding and hints, by what an e-node's
     cost depends on: its op, its primitive arguments, and the facts of the classes it reads and
     makes (not their ids). A pass's graphs repeat the same e-nodes (a model's layers), and so does one
     graph of many layers. ``serves`` says whether it holds costs of that catalog, profile (the same
-    object: a profile read again from a file is new, and a profile is never changed in place) and sizes."""
+    object: a profile read again from a file is new, and a profile is never changed in place), sizes and
+    hints."""
 
-    def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes) -> None:
-        self.catalog, self.profile, self.points = catalog, profile, size_points(sizes)
+    def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes, hints: Hints = None) -> None:
+        self.catalog, self.profile, self.points, self.hints = catalog, profile, size_points(sizes), hints
         self.table: dict[tuple, tuple[float, ...]] = {}  # an e-node's costs at each size point
 
-    def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...]) -> bool:
-        return self.catalog is catalog and self.profile is profile and self.points == points
+    def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...],
+               hints: Hints = None) -> bool:
+        return (self.catalog is catalog and self.profile is profile and self.points == points
+                and self.hints == hints)
 
 
 COPY_KEY = "copy"  # the contiguous copy of a strided view a layout-fixing consumer reads
@@ -180,19 +191,20 @@ COPY_KEY = "copy"  # the contiguous copy of a strided view a layout-fixing consu
 
 class RooflineCost:
     """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``; ``memo``: costs kept
-    across e-graphs (``CostMemo``), used when it serves the same catalog, profile and sizes;
-    ``fixed_layout``: the e-classes read with their traced strides (see the module docstring)."""
+    across e-graphs (``CostMemo``), used when it serves the same catalog, profile, sizes and hints;
+    ``fixed_layout``: the e-classes read with their traced strides; ``hints``: the graph's symbols'
+    hints (see the module docstring)."""
 
     def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256,
-                 memo: CostMemo | None = None, fixed_layout: frozenset[int] = frozenset()) -> None:
+                 memo: CostMemo | None = None, fixed_layout: frozenset[int] = frozenset(), hints: Hints = None) -> None:
         self.egraph, self.catalog, self.profile = egraph, catalog, profile
-        self.fixed_layout = fixed_layout
+        self.fixed_layout, self.hints = fixed_layout, hints
         self.points = size_points(sizes)
         self.weights = tuple(1.0 / len(self.points) for _ in self.points)
         self._memo: dict[ENode, float] = {}
         self._per_point: dict[ENode, tuple[float, ...]] = {}
         self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
-        self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points) else None
+        self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points, hints) else None
 
     def operand_at(self, eclass: int, sizes: int | Mapping[str, int] | None = None) -> Operand | None:
         """The tensor of ``eclass`` at ``sizes`` (default: the first size point); None without facts."""
@@ -221,7 +233,8 @@ class RooflineCost:
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
             key = spec.calibration_key
-            if key.startswith(TWIN_KEY) and self._symbolic(node):
+            if key.startswith(TWIN_KEY) and any(self._past_hint(a.eclass, sizes) for a in node.args
+                                                 if isinstance(a, Ref)):
                 key += DYNAMIC
             return spec.traffic(bound), key
         if node.op.startswith("A"):
@@ -231,13 +244,19 @@ class RooflineCost:
             return Traffic(read, out.bytes if out is not None else 0, 1), f"aten:{node.args[0]}"
         return Traffic(0, 0, 1), node.op
 
-    def _symbolic(self, node: ENode) -> bool:
-        """Whether a tensor ``node`` reads has a symbolic dim (the graph is compiled for every size)."""
-        return any(self._symbolic_class(a.eclass) for a in node.args if isinstance(a, Ref))
-
-    def _symbolic_class(self, eclass: int) -> bool:
+    def _past_hint(self, eclass: int, sizes: int | Mapping[str, int]) -> bool:
+        """Whether a symbolic dim of ``eclass`` is larger at ``sizes`` than at the graph's hints (always,
+        where a symbol it reads has no hint)."""
         f = self.egraph.facts.get(eclass)
-        return f is not None and any(isinstance(d, str) for d in f.shape)
+        if f is None:
+            return False
+        for d in f.shape:
+            if isinstance(d, str):
+                if self.hints is None or not _names(d) <= self.hints.keys():
+                    return True
+                if bind_dim(d, sizes) > bind_dim(d, self.hints):
+                    return True
+        return False
 
     def at(self, node: ENode, sizes: int | Mapping[str, int]) -> float:
         t = self.traffic(node, sizes)
@@ -304,7 +323,7 @@ class RooflineCost:
 
     def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
         out = self.operand_at(eclass, sizes)
-        key = COPY_KEY + DYNAMIC if self._symbolic_class(eclass) else COPY_KEY
+        key = COPY_KEY + DYNAMIC if self._past_hint(eclass, sizes) else COPY_KEY
         return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), key)
 
     def _own(self, node: ENode) -> tuple[float, ...]:

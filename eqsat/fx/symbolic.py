@@ -44,6 +44,10 @@ class SymbolicDims:
         self.committed: list[str] = []
         self.specialized: dict[str, int] = {}  # symbol name -> the hint the facts took it at
 
+    def named_hints(self) -> dict[str, int]:
+        """Each symbol's name and its hint, the size the graph was first run at (symbols with an int hint)."""
+        return {n: int(v) for n, s in self.symbols.items() if isinstance(v := self.hints[s], (int, sympy.Integer))}
+
     def specialize(self, facts: dict[int, object]) -> None:
         """Under ``"guard"``: rewrite ``facts`` (FX node index -> facts) with each symbol that is a last
         dim and never a first dim at its hint (see the module docstring)."""

@@ -135,7 +135,8 @@ class _Analysis:
     def __init__(self, graph_module: fx.GraphModule | fx.Graph, options: Options) -> None:
         vocab = VocabIndex(options.vocabularies)
         self.im = fx_in.import_graph(graph_module, options.catalog, vocab)
-        SymbolicDims(self.im.shape_env, options.symbolic).specialize(self.im.facts)  # as optimize does
+        dims = SymbolicDims(self.im.shape_env, options.symbolic)
+        dims.specialize(self.im.facts)  # as optimize does
         self.catalog = options.catalog
         engine = load.Engine(options.catalog, options.active_rules())
         engine.declare_constructors(engine.constructors)  # the diagnostic rules name every fused row's terms
@@ -150,7 +151,7 @@ class _Analysis:
         self.eg: EGraph = ser.egraph
         self.class_of_node = ser.class_of_node
         profile = load_profile(options.profile)
-        roofline = RooflineCost(self.eg, options.catalog, profile, options.sizes)
+        roofline = RooflineCost(self.eg, options.catalog, profile, options.sizes, hints=dims.named_hints())
         self.admissible = Admissible(roofline, self.eg, options.catalog, vocab, self.im.vocabularies,
                                      ser.enode_of_node.values(), self.im.shape_args, hypothetical=True,
                                      platform=profile.platform, standalone_lifts=options.standalone_lifts)

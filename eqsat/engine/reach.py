@@ -189,15 +189,23 @@ class Reach:
         reached rule's do (the rules that can ever match)."""
         held = frozenset(present)
         have, on = set(held), [False] * len(self.rules)
-        values: set[Literal] = set(literals or ())
+        values: set[Literal] = set()
+        at: dict[Slot, set[object]] = {}  # ``values`` by slot, for what flows between slots
         anything: set[Slot] = set() if literals is not None else {s for s, _ in self._wanted()}
         flows: set[tuple[Slot, Slot]] = set()
         makers: dict[str, list[int]] = {}  # constructor -> the rules whose actions count that make it
 
+        def add(more: Iterable[Literal]) -> None:
+            for s, v in more:
+                values.add((s, v))
+                at.setdefault(s, set()).add(v)
+
+        add(literals or ())
+
         def act(i: int) -> None:
             lit = self.literals[i] if self.literals else Literals()
             have.update(self.makes[i])
-            values.update(lit.writes)
+            add(lit.writes)
             anything.update(lit.any)
             flows.update(lit.flows)
             for c in self.makes[i]:
@@ -229,9 +237,9 @@ class Reach:
                     if src in anything and dst not in anything:
                         anything.add(dst)
                         moved = grew = True
-                    new = {(dst, v) for s, v in values if s == src} - values
+                    new = at.get(src, set()) - at.get(dst, set())
                     if new:
-                        values |= new
+                        add((dst, v) for v in new)
                         moved = grew = True
         return tuple(r for r, o in zip(self.rules, on, strict=True) if o)
 

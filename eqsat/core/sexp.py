@@ -8,6 +8,7 @@ number, a boolean). Nothing here knows any constructor.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 Sexp = str | list  # an atom or a list of s-expressions
 
@@ -34,7 +35,12 @@ def show(e: Sexp) -> str:
 
 
 def is_var(e: Sexp) -> bool:
-    return isinstance(e, str) and not e.startswith('"') and not _LITERAL.fullmatch(e)
+    return isinstance(e, str) and _names_var(e)
+
+
+@cache  # a pure function of an atom; rules and the catalog spell a few hundred
+def _names_var(atom: str) -> bool:
+    return not atom.startswith('"') and not _LITERAL.fullmatch(atom)
 
 
 def calls(e: Sexp) -> list[list]:

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from eqsat.core.rule import Rule
 from eqsat.core.sexp import Sexp, calls, is_var, parse
-from eqsat.engine.staging import WITNESS, FlatQuery, pins, tables
+from eqsat.engine.staging import WITNESS, FlatQuery, tables
 
 DTYPE: Slot = ("dtype", -1)
 """The slot of a value's dtype fact (a constructor's slot is its name and an argument's position)."""
@@ -68,7 +68,7 @@ class Literals:
     @classmethod
     def read(cls, flat: FlatQuery, actions: Sequence[list], sorts: Mapping[str, tuple[str, ...]]) -> Literals:
         """Of a rule whose query reads as ``flat`` and whose actions make the calls ``actions``."""
-        pinned = pins(flat.checks)
+        pinned = flat.pins
         bound: dict[str, tuple[Slot, str]] = {}
         wants: set[Literal] = set()
 

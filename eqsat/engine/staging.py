@@ -41,8 +41,9 @@ class FlatQuery:
     def __init__(self, query: Iterable[str], known: Mapping[str, tuple[tuple[str, ...], str]]) -> None:
         self.known = known
         self.tables: list[str] = []
-        self.structure: list[tuple[str, list[str]]] = []  # constructor atoms: text, the variables it joins
+        self.structure: list[tuple[str, list[str], list]] = []  # constructor atoms: text, the variables it joins, parsed
         self.checks: list[str] = []
+        self.pins: dict[str, str] = {}  # ``pins(checks)``, read as the checks are
         self.sorts: dict[str, str] = {}
         self.seen: dict[str, str] = {}  # table atom -> the variable it binds
         self.atoms: list[tuple[str, str, list[str]]] = []  # tables' atoms, read: (v, f, [a ..])
@@ -59,7 +60,9 @@ class FlatQuery:
             left, right = sorted(e[1:], key=self._table)  # a variable (if any) names the output
             self._term(right, out=self._term(left) if self._table(left) else left)  # type: ignore[arg-type]
         else:
-            self.checks.append(show(self._sub(e)))
+            check = self._sub(e)
+            self.checks.append(show(check))
+            _pin(check, self.pins)
 
     def _sub(self, e: Sexp) -> Sexp:
         if self._table(e):
@@ -81,7 +84,7 @@ class FlatQuery:
         self.tables.append(f"(= {v} {atom})")
         self.atoms.append((v, e[0], args))
         if e[0] not in FACT_TABLES:
-            self.structure.append((self.tables[-1], [v, *(a for a in args if is_var(a))]))
+            self.structure.append((self.tables[-1], [v, *(a for a in args if is_var(a))], ["=", v, [e[0], *args]]))
         return v
 
 
@@ -116,12 +119,15 @@ def pins(checks: Iterable[str]) -> dict[str, str]:
     and their literals."""
     found: dict[str, str] = {}
     for check in checks:
-        e = parse(check)
-        if isinstance(e, list) and len(e) == 3 and e[0] == "=":
-            for v, lit in ((e[1], e[2]), (e[2], e[1])):
-                if is_var(v) and isinstance(lit, str) and not is_var(lit):
-                    found.setdefault(v, lit)
+        _pin(parse(check), found)
     return found
+
+
+def _pin(e: Sexp, found: dict[str, str]) -> None:
+    if isinstance(e, list) and len(e) == 3 and e[0] == "=":
+        for v, lit in ((e[1], e[2]), (e[2], e[1])):
+            if is_var(v) and isinstance(lit, str) and not is_var(lit):
+                found.setdefault(v, lit)
 
 
 def _pinned(e: Sexp, pins: Mapping[str, str]) -> Sexp:
@@ -135,14 +141,13 @@ def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]], flat: FlatQuery 
     ``constructors``: the engine's table of constructor argument sorts; ``flat``: ``r``'s query read
     over ``tables(constructors)``, if it has been."""
     flat = flat or FlatQuery(r.query, tables(constructors))
-    if not cyclic(vs for _, vs in flat.structure):
+    if not cyclic(vs for _, vs, _ in flat.structure):
         return (r,)
     terms = [v for v, sort in flat.sorts.items() if sort == "T"]
     if not 0 < len(terms) <= WITNESS_TERMS:
         raise ValueError(f"rule {r.name}: {len(terms)} term variables; a witness holds 1..{WITNESS_TERMS}")
     witness = f'({WITNESS} "{r.name}" {" ".join(terms + terms[-1:] * (WITNESS_TERMS - len(terms)))})'
-    pinned = pins(flat.checks)
-    match = Rule(f"{r.name}.match", tuple(show(_pinned(parse(atom), pinned)) for atom, _ in flat.structure),
+    match = Rule(f"{r.name}.match", tuple(show(_pinned(atom, flat.pins)) for _, _, atom in flat.structure),
                  (witness,), r.numerics, r.family)
     check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics, r.family,
                  r.converse)

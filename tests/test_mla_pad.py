@@ -469,3 +469,26 @@ def test_a_dynamic_graph_prices_inductors_chain_by_its_dynamic_line():
     assert before(trace(f, *_pad_inputs(2880)[:3]), per_m) == pytest.approx(static, rel=1e-6)
     first_at_largest = trace(f, x, r, w)  # the token symbol's hint is 8192
     assert before(first_at_largest, h200) == pytest.approx(static, rel=1e-6)
+
+
+def test_inductors_kernels_take_their_dynamic_line_only_past_the_hints():
+    """The pad (a catalog row keyed as its ATen op), a generic ATen op and the copy of a strided slice are
+    Inductor's kernels: in a graph whose token dim was first run at M = 8 they are priced by their per-size
+    lines up to 8 and by their ``@dynamic`` lines past it; without hints, at every size past them."""
+    from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
+    from eqsat.cost.roofline import DYNAMIC, RooflineCost, load_profile
+    from eqsat.options import Options
+
+    row, wide = TensorFacts("bfloat16", ("s0", 2880)), TensorFacts("bfloat16", ("s0", 3072))
+    pad, exp = ENode("PadLast", (Ref(0), 192), 1), ENode("A1", ("aten.exp.default", Ref(0)), 2)
+    eg = EGraph.from_nodes([ENode("Leaf", (0,), 0), pad, exp], [1, 2], {0: row, 1: wide, 2: row})
+    h200 = load_profile("h200")
+    assert h200.line("aten:aten.constant_pad_nd.default" + DYNAMIC) != h200.line("aten:aten.constant_pad_nd.default")
+
+    def keys(hints, m: int) -> list[str]:  # noqa: ANN001
+        cost = RooflineCost(eg, Options().catalog, h200, m, hints=hints)
+        return [cost.traffic(n, m)[1] for n in (pad, exp)]  # type: ignore[index]
+
+    assert keys({"s0": 8}, 8) == ["aten:aten.constant_pad_nd.default", "aten:aten.exp.default"]
+    assert keys({"s0": 8}, 9) == ["aten:aten.constant_pad_nd.default@dynamic", "aten:aten.exp.default@dynamic"]
+    assert keys(None, 8) == keys({"other": 8192}, 8) == keys({"s0": 8}, 9)

@@ -14,7 +14,8 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
   it is first run at (the shape env's hints), and code so tuned for a small size can run far slower at
   a larger one than compiled per size (gpt-oss's add + norm + pad first run at M = 8: 2x at M = 8192),
   while at sizes up to the hints it runs as compiled per size. Without hints every size is past them.
-- Generic ATen ops are one kernel each that reads its inputs and writes its output.
+- Generic ATen ops (and catalog rows keyed ``aten:``, as the pad) are one kernel each, Inductor's, that
+  reads its inputs and writes its output, priced by their key's ``DYNAMIC`` line past the hints as twins are.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
   ``Slice`` that is not contiguous, in a class of ``fixed_layout`` (values an opaque consumer or the
   output reads with the strides they were traced with, contiguous there), costs the copy Inductor then
@@ -42,12 +43,13 @@ from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
 from eqsat.core.ir import ZERO_COST_OPS
 from eqsat.core.spec import Operand, Traffic
 from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.families.aten_ops import ATEN_KEY
 from eqsat.kernels.inductor import TWIN_KEY
 
 VIEW_US = 1e-6
 INDUCTOR_PRIOR = 0.75  # an unmeasured Inductor twin's share of its fused kernel's (or the default) bandwidth
 MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
-DYNAMIC = "@dynamic"  # a twin key's suffix for its line in a dynamic compile (the static line where none)
+DYNAMIC = "@dynamic"  # an Inductor kernel's key suffix for its line past a dynamic graph's hints (else the per-size line)
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,7 @@ class CostMemo:
 
 
 COPY_KEY = "copy"  # the contiguous copy of a strided view a layout-fixing consumer reads
+INDUCTOR_CODE = (TWIN_KEY, ATEN_KEY, COPY_KEY)  # keys of kernels Inductor generates (each dynamic-line aware)
 
 
 class RooflineCost:
@@ -232,17 +235,21 @@ class RooflineCost:
                      for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
-            key = spec.calibration_key
-            if key.startswith(TWIN_KEY) and any(self._past_hint(a.eclass, sizes) for a in node.args
-                                                 if isinstance(a, Ref)):
-                key += DYNAMIC
+            key = self._at_hints(spec.calibration_key, [a.eclass for a in node.args if isinstance(a, Ref)], sizes)
             return spec.traffic(bound), key
         if node.op.startswith("A"):
             ins = [opnd(c) for c in node.children]
             out = opnd(node.eclass)
             read = sum(o.bytes for o in ins if o is not None)
-            return Traffic(read, out.bytes if out is not None else 0, 1), f"aten:{node.args[0]}"
+            key = self._at_hints(f"{ATEN_KEY}{node.args[0]}", [*node.children, node.eclass], sizes)
+            return Traffic(read, out.bytes if out is not None else 0, 1), key
         return Traffic(0, 0, 1), node.op
+
+    def _at_hints(self, key: str, classes: Iterable[int], sizes: int | Mapping[str, int]) -> str:
+        """``key``, or its ``DYNAMIC`` line where it is Inductor's code and one of ``classes`` is past the hints."""
+        if key.startswith(INDUCTOR_CODE) and any(self._past_hint(c, sizes) for c in classes):
+            return key + DYNAMIC
+        return key
 
     def _past_hint(self, eclass: int, sizes: int | Mapping[str, int]) -> bool:
         """Whether a symbolic dim of ``eclass`` is larger at ``sizes`` than at the graph's hints (always,
@@ -323,7 +330,7 @@ class RooflineCost:
 
     def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
         out = self.operand_at(eclass, sizes)
-        key = COPY_KEY + DYNAMIC if self._past_hint(eclass, sizes) else COPY_KEY
+        key = self._at_hints(COPY_KEY, (eclass,), sizes)
         return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), key)
 
     def _own(self, node: ENode) -> tuple[float, ...]:

@@ -23,6 +23,8 @@ from eqsat.core.egraph import DTYPE_BYTES
 from eqsat.core.spec import KernelSpec, Operand, Traffic, params
 from eqsat.core.spelling import Spelling
 
+ATEN_KEY = "aten:"  # an ATen op's calibration key is this prefix and its op's name (a generic op's too)
+
 INDEX_BYTES = 8  # int64 indices of max.dim
 
 
@@ -65,7 +67,7 @@ def _pad_last(a: Mapping[str, object]) -> Traffic:
 
 
 def _row(name: str, sig: str, traffic, target: str, doc: str) -> KernelSpec:
-    return KernelSpec(name, params(sig), traffic, calibration_key=f"aten:{target}", doc=doc)
+    return KernelSpec(name, params(sig), traffic, calibration_key=f"{ATEN_KEY}{target}", doc=doc)
 
 
 ROWS: tuple[KernelSpec, ...] = (

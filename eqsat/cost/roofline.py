@@ -235,7 +235,7 @@ class RooflineCost:
                      for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
-            key = self._at_hints(spec.calibration_key, [a.eclass for a in node.args if isinstance(a, Ref)], sizes)
+            key = self._at_hints(spec.calibration_key, node.children, sizes)
             return spec.traffic(bound), key
         if node.op.startswith("A"):
             ins = [opnd(c) for c in node.children]

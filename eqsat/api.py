@@ -274,10 +274,11 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
     deadline.check("serialize")
     profile = load_profile(options.profile)
-    fixed = frozenset(ser.class_of_node[j] for j in imported.fixed_layout if j in ser.class_of_node)
+    fixed, read_by_op = (frozenset(ser.class_of_node[j] for j in values if j in ser.class_of_node)
+                         for values in (imported.fixed_layout, imported.read_by_opaque()))
     hinted = dims.named_hints()
     cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes, hinted),
-                        fixed, hinted)
+                        fixed, hinted, read_by_op)
     before = _before_selection(ser)
     if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
         cost.weigh(cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before)))

@@ -20,6 +20,20 @@ BF16 = torch.bfloat16
 trace = trace_tokens
 
 
+@torch.library.custom_op("eqsat_test::scaled_gemm", mutates_args=())
+def scaled_gemm(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """A GEMM of group-quantized rows as a model calls one (an opaque op reading q and its scales): the
+    dequantized rows times a fixed 64-column ones matrix."""
+    g = q.shape[-1] // scale.shape[-1]
+    x = (q.float().unflatten(-1, (scale.shape[-1], g)) * scale.unsqueeze(-1)).flatten(-2)
+    return (x @ x.new_ones(x.shape[-1], 64)).to(torch.bfloat16)
+
+
+@scaled_gemm.register_fake
+def _(q: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    return q.new_empty((*q.shape[:-1], 64), dtype=torch.bfloat16)
+
+
 def targets(gm: torch.fx.GraphModule) -> list[str]:
     """The call targets of a graph, getitems excluded, sorted: a structural fingerprint."""
     return sorted(str(n.target) for n in gm.graph.nodes

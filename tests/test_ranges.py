@@ -1,9 +1,10 @@
 """Shape-aware choice: the token dim bound to a size, a list of sizes, or vLLM's compile range.
 
 On the H200 profile (fitted on measured kernels) the fused AITER silu_mul + quant kernel wins at
-decode sizes, and at prefill sizes the two kernels of ``silu_and_mul`` and AITER's group quant (the
-quant streams at 5.6 TB/s; Inductor's chain, its quant a kernel of its own where a GEMM reads it, reads
-its input twice), so one graph is extracted differently per range.
+decode sizes, and at prefill sizes Inductor's code for the native chain where its quant is the graph's
+output, or, where a GEMM reads the quant (Inductor then writes it as a kernel of its own that reads the
+chain's input again), the two kernels of ``silu_and_mul`` and AITER's group quant (the quant streams at
+5.6 TB/s), so one graph is extracted differently per range and per reader.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import torch
 
 import eqsat
 from eqsat.pass_ import range_sizes
-from tests.conftest import rand, trace
+from tests.conftest import rand, scaled_gemm, trace
 
 own = torch.ops.eqsat
 FN = torch.float8_e4m3fn
@@ -23,6 +24,10 @@ FN = torch.float8_e4m3fn
 
 def silu_quant(x):
     return own.group_fp8_quant(own.silu_and_mul(x), 128, FN)
+
+
+def silu_quant_gemm(x):
+    return scaled_gemm(*silu_quant(x))
 
 
 @dataclass
@@ -35,17 +40,21 @@ def chosen(report: eqsat.Report) -> set[str]:
     return set(report.kernels_chosen)
 
 
-@pytest.mark.parametrize(("sizes", "kernels"), [(8, {"K_silu_mul_fp8_group_quant"}), (4096, set()),
-                                                ((1, 2, 4, 8, 16), {"K_silu_mul_fp8_group_quant"}),
-                                                ((1024, 2048, 4096, 8192), set())])
-def test_choice_follows_the_bound_sizes(sizes, kernels):
+@pytest.mark.parametrize(("sizes", "kernels", "into_gemm"), [
+    (8, {"K_silu_mul_fp8_group_quant"}, {"K_silu_mul_fp8_group_quant"}),
+    (4096, {"I_silu_group_quant"}, set()),
+    ((1, 2, 4, 8, 16), {"K_silu_mul_fp8_group_quant"}, {"K_silu_mul_fp8_group_quant"}),
+    ((1024, 2048, 4096, 8192), {"I_silu_group_quant"}, set())])
+def test_choice_follows_the_bound_sizes_and_the_quants_reader(sizes, kernels, into_gemm):
     report = eqsat.optimize(trace(silu_quant, rand(8, 2 * 7168)), profile="h200", sizes=sizes, strict=True)
     assert chosen(report) == kernels
+    report = eqsat.optimize(trace(silu_quant_gemm, rand(8, 2 * 7168)), profile="h200", sizes=sizes, strict=True)
+    assert chosen(report) == into_gemm, report.table()
 
 
 def test_pass_costs_each_compile_range_separately():
     p = eqsat.EqSatPass(profile="h200", strict=True)
-    decode, prefill = trace(silu_quant, rand(8, 2 * 7168)), trace(silu_quant, rand(8, 2 * 7168))
+    decode, prefill = trace(silu_quant_gemm, rand(8, 2 * 7168)), trace(silu_quant_gemm, rand(8, 2 * 7168))
     assert p.is_applicable_for_range(Range(1, 64))
     p(decode.graph)
     assert chosen(p.last_report) == {"K_silu_mul_fp8_group_quant"}

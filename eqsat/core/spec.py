@@ -49,11 +49,13 @@ class Operand:
 
 @dataclass(frozen=True)
 class Traffic:
-    """DRAM bytes read and written and kernel launches of one call."""
+    """DRAM bytes read and written and kernel launches of one call; ``rows``: the rows of its first tensor
+    operand (the serial work of a kernel that walks rows, as AITER's persistent norms do; 0: not counted)."""
 
     read: float
     written: float
     launches: int = 1
+    rows: float = 0
 
     @property
     def bytes(self) -> float:
@@ -97,10 +99,11 @@ class Twin:
     """A fused row's "leave it to Inductor" twin: the same semantics as the native ATen chain, which
     Inductor compiles into ``launches`` kernels that move only the fused row's boundary traffic,
     under side conditions ``constraints`` (the catalog makes the row: ``eqsat.kernels.catalog``).
-    ``quant_epilogue``: the chain ends in a group quant whose q and scale a GEMM reads; Inductor then
-    writes the quant as a kernel of its own after the scales' reduction, which reads the chain's
-    inputs again: one launch and one read of the inputs more than ``launches``, what Inductor emits
-    for the chain alone (as the calibration times it; docs/gpu.md has the measurements)."""
+    ``quant_epilogue``: the chain ends in a group quant; where an opaque op (a GEMM) reads its q or
+    scale, Inductor writes the quant as a kernel of its own after the scales' reduction, which reads the
+    chain's inputs again: one launch and one read of the inputs more than ``launches``, what Inductor
+    emits for the chain alone, its outputs the graph's (as the calibration times it; docs/gpu.md has
+    the measurements)."""
 
     launches: int
     constraints: tuple[str, ...]
@@ -123,6 +126,7 @@ class KernelSpec:
     implies: tuple[DimsEqual, ...] = ()  # what the op requires of its inputs' dims (a fused row: also its semantics')
     reference: Callable[..., Any] | None = None  # a semantic row's PyTorch meaning, over its parameters in order
     inductor: Twin | None = None  # a fused row's "leave it to Inductor" twin, made by the catalog
+    traffic_into_op: TrafficFn | None = None  # its traffic where an opaque op reads an output (None: ``traffic``)
 
     @property
     def is_fused(self) -> bool:

@@ -1,11 +1,12 @@
 """Calibration: fit a device profile's per-kernel lines to measured kernel times.
 
 A measurement is a time in µs for a sum of kernel calls, each call a (calibration key, bytes,
-launches) component, so a row can be one kernel (``fused``) or several run back to back (an
+launches, rows) component, so a row can be one kernel (``fused``) or several run back to back (an
 ``unfused`` row can be an rms_norm kernel plus a quant kernel). The
-model per key is ``launches * launch_us + bytes / bandwidth``; both are linear in the unknowns
-``launch_us`` and ``1/bandwidth``, so all keys are fitted at once by non-negative least squares on
-relative errors (every row weighs the same whether it takes 2 µs or 200 µs).
+model per key is ``launches * launch_us + rows * row_us + bytes / bandwidth``, linear in the unknowns
+``launch_us``, ``row_us`` and ``1/bandwidth``, so all keys are fitted at once by non-negative least
+squares on relative errors (every row weighs the same whether it takes 2 µs or 200 µs); a key measured
+on both sides of the device's L2 gets a line for each side.
 
 Table format (CSV, one row per measured kernel): ``key,M,N,G,dtype,device,us,bytes,launches``
 (extra columns are ignored). ``fit`` returns a new :class:`~eqsat.cost.roofline.Profile`; ``evaluate``
@@ -29,11 +30,16 @@ from eqsat.cost.roofline import KernelTiming, Profile
 MIN_BANDWIDTH_GBPS = 1.0
 
 
+MIN_REGIME_ROWS = 4  # measurements a key needs on each side of the device's L2 for a line on each
+WIDTH_SPREAD = 1.5  # how far apart a key's bytes per row must range for rows and bytes to be fitted apart
+
+
 @dataclass(frozen=True)
 class Component:
     key: str
     bytes: float
     launches: int = 1
+    rows: float = 0
 
 
 @dataclass(frozen=True)
@@ -43,17 +49,23 @@ class Measurement:
     label: str = ""
 
     def predict(self, profile: Profile) -> float:
-        return sum(profile.time_us(Traffic(c.bytes, 0, c.launches), c.key) for c in self.components)
+        return sum(profile.time_us(Traffic(c.bytes, 0, c.launches, c.rows), c.key) for c in self.components)
 
 
-def read_table(path: str | Path) -> list[Measurement]:
-    """Measurements from a calibration CSV (one kernel per row); rows with check=fail are skipped."""
+def read_table(*paths: str | Path) -> list[Measurement]:
+    """Measurements from calibration CSVs (one kernel per row; its rows are the ``rows`` column, else
+    ``M``), all tables together; rows with check=fail are skipped."""
+    return [m for p in paths for m in _read_one(p)]
+
+
+def _read_one(path: str | Path) -> list[Measurement]:
     out = []
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):
             if row.get("check", "") == "fail" or not row.get("us"):
                 continue
-            comp = Component(row["key"], float(row["bytes"]), int(float(row.get("launches") or 1)))
+            rows = float(row.get("rows") or row.get("M") or 0)
+            comp = Component(row["key"], float(row["bytes"]), int(float(row.get("launches") or 1)), rows)
             out.append(Measurement((comp,), float(row["us"]), f"{row['key']} M={row.get('M')} N={row.get('N')}"))
     if not out:
         raise ValueError(f"{path}: no usable measurements (need columns key, us, bytes)")
@@ -61,21 +73,49 @@ def read_table(path: str | Path) -> list[Measurement]:
 
 
 def fit(measurements: Sequence[Measurement], base: Profile) -> Profile:
-    """``base`` with a fitted (latency, bandwidth) for every key the measurements mention."""
-    keys = sorted({c.key for m in measurements for c in m.components})
-    col = {k: i for i, k in enumerate(keys)}
-    a = np.zeros((len(measurements), 2 * len(keys)))
+    """``base`` with a fitted line for every key the measurements mention: its latency, bandwidth and, where
+    its calls' bytes per row range past ``WIDTH_SPREAD`` (else rows and bytes are one unknown), a per-row
+    term; and a ``past_l2`` line of its own where ``base`` knows its L2 and the key is measured
+    ``MIN_REGIME_ROWS`` times on each side of it."""
+    comps = [c for m in measurements for c in m.components]
+    counts: dict[tuple[str, bool], int] = {}
+    for c in comps:
+        counts[c.key, base.beyond_l2(c.bytes)] = counts.get((c.key, base.beyond_l2(c.bytes)), 0) + 1
+    split = {k for k, _ in counts if min(counts.get((k, True), 0), counts.get((k, False), 0)) >= MIN_REGIME_ROWS}
+
+    def group(c: Component) -> tuple[str, bool]:
+        return c.key, c.key in split and base.beyond_l2(c.bytes)
+
+    widths: dict[tuple[str, bool], list[float]] = {}
+    for c in comps:
+        widths.setdefault(group(c), []).append(c.bytes / c.rows if c.rows > 0 else 0.0)
+    col: dict[tuple[tuple[str, bool], str], int] = {}
+    for g in sorted(widths):
+        w = [v for v in widths[g] if v > 0]
+        terms = ("launch", "row", "bytes") if w and len(w) == len(widths[g]) and max(w) > WIDTH_SPREAD * min(w) \
+            else ("launch", "bytes")
+        for term in terms:
+            col[g, term] = len(col)
+    a = np.zeros((len(measurements), len(col)))
     b = np.ones(len(measurements))
     for r, m in enumerate(measurements):
         for c in m.components:
-            a[r, 2 * col[c.key]] += c.launches / m.us
-            a[r, 2 * col[c.key] + 1] += c.bytes / 1e3 / m.us  # unknown: 1 / bandwidth in GB/s
+            g = group(c)
+            a[r, col[g, "launch"]] += c.launches / m.us
+            a[r, col[g, "bytes"]] += c.bytes / 1e3 / m.us  # unknown: 1 / bandwidth in GB/s
+            if (g, "row") in col:
+                a[r, col[g, "row"]] += c.rows / m.us
     x, _ = nnls(a, b)
-    kernels = dict(base.kernels)
-    for k, i in col.items():
-        inv_bw = x[2 * i + 1]
+
+    def line(g: tuple[str, bool]) -> KernelTiming:
+        inv_bw = x[col[g, "bytes"]]
         bw = 1.0 / inv_bw if inv_bw > 1.0 / 1e9 else 1e9
-        kernels[k] = KernelTiming(launch_us=float(x[2 * i]), bandwidth_gbps=float(max(bw, MIN_BANDWIDTH_GBPS)))
+        row = float(x[col[g, "row"]]) if (g, "row") in col else 0.0
+        return KernelTiming(float(x[col[g, "launch"]]), float(max(bw, MIN_BANDWIDTH_GBPS)), row)
+
+    kernels = dict(base.kernels)
+    for key in sorted({c.key for c in comps}):
+        kernels[key] = replace(line((key, False)), past_l2=line((key, True)) if key in split else None)
     return replace(base, kernels=kernels)
 
 

@@ -1,11 +1,15 @@
-"""The roofline cost model: ``time = launches * latency + bytes / bandwidth`` (µs), per kernel.
+"""The roofline cost model: ``time = launches * latency + rows * row_us + bytes / bandwidth`` (µs), per kernel.
 
 Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<name>.json`` or a path) and
 :class:`RooflineCost`, the ``CostFn`` extractors call on each e-node.
 
 - Catalog ops are costed by their row's traffic formula; the profile's ``kernels`` table, fitted
   from measurements (``eqsat.cost.calibrate``), gives each calibration key its own latency and
-  effective bandwidth, and the profile's defaults cover keys never measured. An Inductor twin's key
+  effective bandwidth, and the profile's defaults cover keys never measured. A key's ``row_us`` prices
+  the rows a kernel walks one after another (AITER's persistent norms run one program per SM, each
+  looping over rows: their time grows with the rows past what bandwidth explains), and a key fitted on
+  both sides of the device's L2 (``l2_bytes``) has a second line for calls moving more (``past_l2``):
+  what fits in L2 stays there across a model's kernels and streams faster. An Inductor twin's key
   never measured is priced no faster than its fused kernel's line nor the defaults, streaming at
   ``INDUCTOR_PRIOR`` of that bandwidth: without a measurement, Inductor's code for a chain never beats
   the kernel written for it (same bytes, at least as many launches). A twin in a dynamic graph (a
@@ -32,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -54,10 +58,28 @@ DYNAMIC = "@dynamic"  # an Inductor kernel's key suffix for its line past a dyna
 
 @dataclass(frozen=True)
 class KernelTiming:
-    """A fitted line for one calibration key: ``launch_us`` per launch plus bytes at ``bandwidth_gbps``."""
+    """A fitted line for one calibration key: ``launch_us`` per launch, ``row_us`` per row walked, plus
+    bytes at ``bandwidth_gbps``; ``past_l2``: the key's line where a call moves more than the profile's
+    ``l2_bytes`` (None: this line at every size)."""
 
     launch_us: float
     bandwidth_gbps: float
+    row_us: float = 0.0
+    past_l2: KernelTiming | None = None
+
+    def to_dict(self) -> dict[str, object]:
+        d: dict[str, object] = {"launch_us": self.launch_us, "bandwidth_gbps": self.bandwidth_gbps}
+        if self.row_us:
+            d["row_us"] = self.row_us
+        if self.past_l2 is not None:
+            d["past_l2"] = self.past_l2.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, object]) -> KernelTiming:
+        past = d.get("past_l2")
+        return cls(float(d["launch_us"]), float(d["bandwidth_gbps"]), float(d.get("row_us", 0.0)),
+                   None if past is None else cls.from_dict(past))
 
 
 @dataclass(frozen=True)
@@ -69,35 +91,43 @@ class Profile:
     kernels: Mapping[str, KernelTiming] = field(default_factory=dict)
     description: str = ""
     platform: str = "any"  # where its kernels run (a row's ``platforms``): a row not there is no candidate
+    l2_bytes: float = 0.0  # a call moving more streams from DRAM: a key's ``past_l2`` line (0: one regime)
 
-    def line(self, key: str) -> tuple[float, float]:
-        """(µs per launch, GB/s) of calibration key ``key`` (see the module docstring)."""
+    def line(self, key: str, nbytes: float = 0.0) -> KernelTiming:
+        """The line of calibration key ``key`` for a call moving ``nbytes`` (see the module docstring)."""
         k = self.kernels.get(key)
-        if k is not None:
-            return k.launch_us, k.bandwidth_gbps
-        if key.endswith(DYNAMIC):
-            return self.line(key.removesuffix(DYNAMIC))
-        if key.startswith(TWIN_KEY):
-            launch, bw = self.line(key.removeprefix(TWIN_KEY))
-            return max(launch, self.launch_us), min(bw, self.bandwidth_gbps) * INDUCTOR_PRIOR
-        return self.launch_us, self.bandwidth_gbps
+        if k is None:
+            if key.endswith(DYNAMIC):
+                return self.line(key.removesuffix(DYNAMIC), nbytes)
+            if key.startswith(TWIN_KEY):
+                fused = self.line(key.removeprefix(TWIN_KEY), nbytes)
+                return KernelTiming(max(fused.launch_us, self.launch_us),
+                                    min(fused.bandwidth_gbps, self.bandwidth_gbps) * INDUCTOR_PRIOR, fused.row_us)
+            return KernelTiming(self.launch_us, self.bandwidth_gbps)
+        if k.past_l2 is not None and self.beyond_l2(nbytes):
+            return k.past_l2
+        return k
+
+    def beyond_l2(self, nbytes: float) -> bool:
+        """Whether a call moving ``nbytes`` is past the device's L2 (never, without ``l2_bytes``)."""
+        return 0 < self.l2_bytes < nbytes
 
     def time_us(self, t: Traffic, key: str = "") -> float:
-        launch, bw = self.line(key)
-        return t.launches * launch + t.bytes / (bw * 1e3)
+        k = self.line(key, t.bytes)
+        return t.launches * k.launch_us + t.rows * k.row_us + t.bytes / (k.bandwidth_gbps * 1e3)
 
     def to_json(self) -> str:
         d = {"name": self.name, "description": self.description, "platform": self.platform,
              "bandwidth_gbps": self.bandwidth_gbps,
              "launch_us": self.launch_us, "opaque_us": self.opaque_us,
-             "kernels": {k: {"launch_us": v.launch_us, "bandwidth_gbps": v.bandwidth_gbps}
-                         for k, v in sorted(self.kernels.items())}}
+             **({"l2_bytes": self.l2_bytes} if self.l2_bytes else {}),
+             "kernels": {k: v.to_dict() for k, v in sorted(self.kernels.items())}}
         return json.dumps(d, indent=2) + "\n"
 
     @classmethod
     def from_json(cls, text: str) -> Profile:
         d = json.loads(text)
-        kernels = {k: KernelTiming(**v) for k, v in d.pop("kernels", {}).items()}
+        kernels = {k: KernelTiming.from_dict(v) for k, v in d.pop("kernels", {}).items()}
         d.pop("factors", None)
         return cls(kernels=kernels, **d)
 
@@ -196,12 +226,15 @@ class RooflineCost:
     """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``; ``memo``: costs kept
     across e-graphs (``CostMemo``), used when it serves the same catalog, profile, sizes and hints;
     ``fixed_layout``: the e-classes read with their traced strides; ``hints``: the graph's symbols'
-    hints (see the module docstring)."""
+    hints (see the module docstring); ``read_by_op``: the e-classes an opaque op reads (a row's
+    ``traffic_into_op`` prices it where one of its outputs is among them)."""
 
     def __init__(self, egraph: EGraph, catalog: Catalog, profile: Profile, sizes: Sizes = 256,
-                 memo: CostMemo | None = None, fixed_layout: frozenset[int] = frozenset(), hints: Hints = None) -> None:
+                 memo: CostMemo | None = None, fixed_layout: frozenset[int] = frozenset(), hints: Hints = None,
+                 read_by_op: frozenset[int] = frozenset()) -> None:
         self.egraph, self.catalog, self.profile = egraph, catalog, profile
-        self.fixed_layout, self.hints = fixed_layout, hints
+        self.fixed_layout, self.hints, self.read_by_op = fixed_layout, hints, read_by_op
+        self._outputs: dict[int, list[int]] | None = None  # a tuple class -> the classes of its projections
         self.points = size_points(sizes)
         self.weights = tuple(1.0 / len(self.points) for _ in self.points)
         self._memo: dict[ENode, float] = {}
@@ -236,14 +269,29 @@ class RooflineCost:
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
             key = self._at_hints(spec.calibration_key, node.children, sizes)
-            return spec.traffic(bound), key
+            first = next((v for v in bound.values() if isinstance(v, Operand)), None)
+            formula = spec.traffic_into_op if self._into_op(node) else spec.traffic
+            assert formula is not None
+            return replace(formula(bound), rows=first.rows if first is not None else 0), key
         if node.op.startswith("A"):
             ins = [opnd(c) for c in node.children]
             out = opnd(node.eclass)
             read = sum(o.bytes for o in ins if o is not None)
             key = self._at_hints(f"{ATEN_KEY}{node.args[0]}", [*node.children, node.eclass], sizes)
-            return Traffic(read, out.bytes if out is not None else 0, 1), key
+            rows = next((o.rows for o in ins if o is not None), 0)
+            return Traffic(read, out.bytes if out is not None else 0, 1, rows), key
         return Traffic(0, 0, 1), node.op
+
+    def _into_op(self, node: ENode) -> bool:
+        """Whether ``node`` is a row with a ``traffic_into_op`` and an opaque op reads one of its outputs."""
+        if not self.read_by_op or node.op not in self.catalog or self.catalog[node.op].traffic_into_op is None:
+            return False
+        if self._outputs is None:
+            self._outputs = {}
+            for n in self.egraph.nodes:
+                if n.op == "Get":
+                    self._outputs.setdefault(n.children[0], []).append(n.eclass)
+        return any(c in self.read_by_op for c in (node.eclass, *self._outputs.get(node.eclass, ())))
 
     def _at_hints(self, key: str, classes: Iterable[int], sizes: int | Mapping[str, int]) -> str:
         """``key``, or its ``DYNAMIC`` line where it is Inductor's code and one of ``classes`` is past the hints."""
@@ -305,7 +353,7 @@ class RooflineCost:
             else:
                 facts = self.egraph.facts
                 key = (node.op, tuple([facts.get(a.eclass) if isinstance(a, Ref) else a for a in node.args]),
-                       facts.get(node.eclass))
+                       facts.get(node.eclass), self._into_op(node))
                 got = self._shared.get(key)
                 if got is None:
                     if len(self._shared) >= MEMO_CAP:
@@ -331,7 +379,7 @@ class RooflineCost:
     def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
         out = self.operand_at(eclass, sizes)
         key = self._at_hints(COPY_KEY, (eclass,), sizes)
-        return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1), key)
+        return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1, out.rows), key)
 
     def _own(self, node: ENode) -> tuple[float, ...]:
         return tuple(self.at(node, s) for s in self.points)

@@ -93,6 +93,10 @@ class Imported:
     shape_env: object | None = None  # the graph's ShapeEnv (of its fake values), if it has symbols
     facts_exact: bool = True  # the facts are the fake values' own (no dim tied or specialized since)
 
+    def read_by_opaque(self) -> set[int]:
+        """The values an opaque op reads (not the output): a kernel Inductor calls, as a GEMM."""
+        return {j for consumer, j in self.uses if consumer.op != "output"}
+
 
 def graph_of(obj: object) -> fx.Graph:
     if isinstance(obj, fx.GraphModule):

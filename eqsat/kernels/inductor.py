@@ -1,6 +1,6 @@
 """"Leave it to Inductor": each fused row marked ``inductor=Twin(...)`` gets a twin row standing for
-the native ATen chain, which Inductor compiles into ``Twin.launches`` kernels (one more where its
-group quant feeds a GEMM: ``Twin.quant_epilogue``).
+the native ATen chain, which Inductor compiles into ``Twin.launches`` kernels (one more where an
+opaque op, a GEMM, reads its group quant: ``Twin.quant_epilogue``, the twin's ``traffic_into_op``).
 
 A twin has the fused row's parameters, outputs (its semantics) and boundary traffic, under its own
 calibration key ``inductor:<key>``, so a measured profile decides per shape between the AITER
@@ -83,9 +83,10 @@ def twins(rows: Iterable[KernelSpec]) -> tuple[KernelSpec, ...]:
 def _twin(row: KernelSpec, refs: tuple[tuple[str, Callable[..., Any]], ...]) -> KernelSpec:
     assert row.inductor is not None
     t, key = row.inductor, row.calibration_key
-    n = t.launches + t.quant_epilogue
+    into_op = Launches(row.traffic, t.launches + 1, reread=True) if t.quant_epilogue else None
     return KernelSpec(
-        f"I_{key}", row.params, row.traffic if n == 1 else Launches(row.traffic, n, t.quant_epilogue),
+        f"I_{key}", row.params, row.traffic if t.launches == 1 else Launches(row.traffic, t.launches),
+        traffic_into_op=into_op,
         outputs=row.outputs, constraints=t.constraints, numerics="rounding", platforms=ANY_PLATFORM,
         calibration_key=f"{TWIN_KEY}{key}", expand=Composition(row.param_names, row.outputs, refs),
         doc=f"the native chain of {row.name}, compiled by Inductor")

@@ -34,14 +34,21 @@ if TYPE_CHECKING:
 
 def _calibrate(args: argparse.Namespace) -> int:
     base = load_profile(args.device)
-    table = calibrate.read_table(args.table)
+    table = calibrate.read_table(*args.table)
+    if args.keys:
+        table = [m for m in table if {c.key for c in m.components} <= set(args.keys)]
+        if not table:
+            raise SystemExit(f"eqsat calibrate: no measurements of {', '.join(args.keys)}")
     profile = calibrate.fit(table, base)
     fitted = calibrate.evaluate(table, profile)
     print(f"{fitted.n} measurements, {len(profile.kernels)} kernel keys fitted on {base.name}")
     print(f"median relative error {fitted.median_rel_error:.1%}, max {fitted.max_rel_error:.1%}, "
           f"Spearman {fitted.spearman:.3f}")
     for key, k in sorted(profile.kernels.items()):
-        print(f"  {key:32s} launch {k.launch_us:6.2f} us   bandwidth {k.bandwidth_gbps:8.0f} GB/s")
+        for side, line in (("", k), ("  past L2", k.past_l2)):
+            if line is not None:
+                print(f"  {key + side:40s} launch {line.launch_us:6.2f} us   per row {line.row_us * 1e3:6.2f} ns"
+                      f"   bandwidth {line.bandwidth_gbps:8.0f} GB/s")
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(profile.to_json())
@@ -138,7 +145,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="eqsat", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     cal = sub.add_parser("calibrate", help="fit a device profile to a table of measured kernel times")
-    cal.add_argument("table", help="CSV: key,M,N,G,dtype,device,us,bytes,launches")
+    cal.add_argument("table", nargs="+", help="CSVs: key,M,N,G,dtype,device,us,bytes,launches (M: the rows)")
+    cal.add_argument("--keys", nargs="+", help="fit only these calibration keys (default: every key measured)")
     cal.add_argument("--device", default="h200", help="base profile name or .json path (default h200)")
     cal.add_argument("--out", help="write the fitted profile here (JSON)")
     cal.add_argument("--plot", help="write a predicted-vs-measured plot here (PNG)")

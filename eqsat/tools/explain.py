@@ -151,7 +151,9 @@ class _Analysis:
         self.eg: EGraph = ser.egraph
         self.class_of_node = ser.class_of_node
         profile = load_profile(options.profile)
-        roofline = RooflineCost(self.eg, options.catalog, profile, options.sizes, hints=dims.named_hints())
+        read_by_op = frozenset(ser.class_of_node[j] for j in self.im.read_by_opaque() if j in ser.class_of_node)
+        roofline = RooflineCost(self.eg, options.catalog, profile, options.sizes, hints=dims.named_hints(),
+                                read_by_op=read_by_op)
         self.admissible = Admissible(roofline, self.eg, options.catalog, vocab, self.im.vocabularies,
                                      ser.enode_of_node.values(), self.im.shape_args, hypothetical=True,
                                      platform=profile.platform, standalone_lifts=options.standalone_lifts)

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -249,22 +249,23 @@ class RooflineCost:
 
     def traffic(self, node: ENode, sizes: int | Mapping[str, int]) -> tuple[Traffic, str] | None:
         """Bytes and launches of one e-node at one size binding, and its calibration key."""
+        return self._traffic(node, sizes, next((k for k, p in enumerate(self.points) if p is sizes), None))
+
+    def _opnd(self, eclass: int, sizes: int | Mapping[str, int], point: int | None) -> Operand | None:
+        """``operand_at(eclass, sizes)``, memoised where ``sizes`` is size point ``point``."""
+        if point is None:  # a size binding other than the cost's own points: not memoised
+            return self.operand_at(eclass, sizes)
+        key = (eclass, point)
+        if key not in self._operands:
+            self._operands[key] = self.operand_at(eclass, sizes)
+        return self._operands[key]
+
+    def _traffic(self, node: ENode, sizes: int | Mapping[str, int], point: int | None) -> tuple[Traffic, str] | None:
         if node.op in ZERO_COST_OPS:
             return None
-
-        point = next((k for k, p in enumerate(self.points) if p is sizes), None)
-
-        def opnd(eclass: int) -> Operand | None:
-            if point is None:  # a size binding other than the cost's own points: not memoised
-                return self.operand_at(eclass, sizes)
-            key = (eclass, point)
-            if key not in self._operands:
-                self._operands[key] = self.operand_at(eclass, sizes)
-            return self._operands[key]
-
         if node.op in self.catalog:
             spec = self.catalog[node.op]
-            bound = {name: (opnd(a.eclass) if sort == "T" else a)
+            bound = {name: (self._opnd(a.eclass, sizes, point) if sort == "T" else a)
                      for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
@@ -272,10 +273,11 @@ class RooflineCost:
             first = next((v for v in bound.values() if isinstance(v, Operand)), None)
             formula = spec.traffic_into_op if self._into_op(node) else spec.traffic
             assert formula is not None
-            return replace(formula(bound), rows=first.rows if first is not None else 0), key
+            t = formula(bound)
+            return Traffic(t.read, t.written, t.launches, first.rows if first is not None else 0), key
         if node.op.startswith("A"):
-            ins = [opnd(c) for c in node.children]
-            out = opnd(node.eclass)
+            ins = [self._opnd(c, sizes, point) for c in node.children]
+            out = self._opnd(node.eclass, sizes, point)
             read = sum(o.bytes for o in ins if o is not None)
             key = self._at_hints(f"{ATEN_KEY}{node.args[0]}", [*node.children, node.eclass], sizes)
             rows = next((o.rows for o in ins if o is not None), 0)
@@ -313,8 +315,9 @@ class RooflineCost:
                     return True
         return False
 
-    def at(self, node: ENode, sizes: int | Mapping[str, int]) -> float:
-        t = self.traffic(node, sizes)
+    def at(self, node: ENode, sizes: int | Mapping[str, int], point: int | None = None) -> float:
+        """The own cost of ``node`` at ``sizes`` (size point ``point``, if it is one: its tensors memoised)."""
+        t = self._traffic(node, sizes, point) if point is not None else self.traffic(node, sizes)
         if t is None:
             return VIEW_US if node.op == "Reshape" else 0.0
         return self.profile.time_us(*t)
@@ -382,4 +385,15 @@ class RooflineCost:
         return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1, out.rows), key)
 
     def _own(self, node: ENode) -> tuple[float, ...]:
-        return tuple(self.at(node, s) for s in self.points)
+        if self._static(node):  # no size point changes its operands or its key: one cost serves them all
+            return (self.at(node, self.points[0], 0),) * len(self.points)
+        return tuple(self.at(node, s, k) for k, s in enumerate(self.points))
+
+    def _static(self, node: ENode) -> bool:
+        """Whether every class ``node`` reads or makes has a shape of ints (or no facts)."""
+        facts = self.egraph.facts
+        for c in (*node.children, node.eclass):
+            f = facts.get(c)
+            if f is not None and not all(isinstance(d, int) for d in f.shape):
+                return False
+        return True

@@ -277,7 +277,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     fixed, read_by_op = (frozenset(ser.class_of_node[j] for j in values if j in ser.class_of_node)
                          for values in (imported.fixed_layout, imported.read_by_opaque()))
     hinted = dims.named_hints()
-    cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes, hinted),
+    cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes),
                         fixed, hinted, read_by_op)
     before = _before_selection(ser)
     if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time

@@ -201,21 +201,19 @@ def size_points(sizes: Sizes) -> tuple[int | Mapping[str, int], ...]:
 
 
 class CostMemo:
-    """Own costs kept across e-graphs for one catalog, profile, size binding and hints, by what an e-node's
-    cost depends on: its op, its primitive arguments, and the facts of the classes it reads and
-    makes (not their ids). A pass's graphs repeat the same e-nodes (a model's layers), and so does one
-    graph of many layers. ``serves`` says whether it holds costs of that catalog, profile (the same
-    object: a profile read again from a file is new, and a profile is never changed in place), sizes and
-    hints."""
+    """Own costs kept across e-graphs for one catalog, profile and size binding, by what an e-node's
+    cost depends on: its op, its primitive arguments, the facts of the classes it reads and makes (not
+    their ids) and, where one of those has a symbolic dim, the graph's hints. A pass's graphs repeat the
+    same e-nodes (a model's layers), and so does one graph of many layers. ``serves`` says whether it
+    holds costs of that catalog, profile (the same object: a profile read again from a file is new, and
+    a profile is never changed in place) and sizes."""
 
-    def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes, hints: Hints = None) -> None:
-        self.catalog, self.profile, self.points, self.hints = catalog, profile, size_points(sizes), hints
+    def __init__(self, catalog: Catalog, profile: Profile, sizes: Sizes) -> None:
+        self.catalog, self.profile, self.points = catalog, profile, size_points(sizes)
         self.table: dict[tuple, tuple[float, ...]] = {}  # an e-node's costs at each size point
 
-    def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...],
-               hints: Hints = None) -> bool:
-        return (self.catalog is catalog and self.profile is profile and self.points == points
-                and self.hints == hints)
+    def serves(self, catalog: Catalog, profile: Profile, points: tuple[int | Mapping[str, int], ...]) -> bool:
+        return self.catalog is catalog and self.profile is profile and self.points == points
 
 
 COPY_KEY = "copy"  # the contiguous copy of a strided view a layout-fixing consumer reads
@@ -224,7 +222,7 @@ INDUCTOR_CODE = (TWIN_KEY, ATEN_KEY, COPY_KEY)  # keys of kernels Inductor gener
 
 class RooflineCost:
     """Own cost (µs) of one e-node of ``egraph`` under ``profile`` at ``sizes``; ``memo``: costs kept
-    across e-graphs (``CostMemo``), used when it serves the same catalog, profile, sizes and hints;
+    across e-graphs (``CostMemo``), used when it serves the same catalog, profile and sizes;
     ``fixed_layout``: the e-classes read with their traced strides; ``hints``: the graph's symbols'
     hints (see the module docstring); ``read_by_op``: the e-classes an opaque op reads (a row's
     ``traffic_into_op`` prices it where one of its outputs is among them)."""
@@ -240,7 +238,8 @@ class RooflineCost:
         self._memo: dict[ENode, float] = {}
         self._per_point: dict[ENode, tuple[float, ...]] = {}
         self._operands: dict[tuple[int, int], Operand | None] = {}  # (e-class, size point) -> tensor
-        self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points, hints) else None
+        self._shared = memo.table if memo is not None and memo.serves(catalog, profile, self.points) else None
+        self._hints_key = None if hints is None else tuple(sorted(hints.items()))  # a symbolic e-node's memo key
 
     def operand_at(self, eclass: int, sizes: int | Mapping[str, int] | None = None) -> Operand | None:
         """The tensor of ``eclass`` at ``sizes`` (default: the first size point); None without facts."""
@@ -354,14 +353,14 @@ class RooflineCost:
             if self._shared is None:
                 got = self._own(node)
             else:
-                facts = self.egraph.facts
+                facts, static = self.egraph.facts, self._static(node)
                 key = (node.op, tuple([facts.get(a.eclass) if isinstance(a, Ref) else a for a in node.args]),
-                       facts.get(node.eclass), self._into_op(node))
+                       facts.get(node.eclass), self._into_op(node), None if static else self._hints_key)
                 got = self._shared.get(key)
                 if got is None:
                     if len(self._shared) >= MEMO_CAP:
                         self._shared.clear()
-                    got = self._shared[key] = self._own(node)
+                    got = self._shared[key] = self._own(node, static)
             if node.eclass in self.fixed_layout and self._strided_slice(node):
                 got = tuple(c + self._copy(node.eclass, s) for c, s in zip(got, self.points, strict=True))
             self._per_point[node] = got
@@ -384,8 +383,8 @@ class RooflineCost:
         key = self._at_hints(COPY_KEY, (eclass,), sizes)
         return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1, out.rows), key)
 
-    def _own(self, node: ENode) -> tuple[float, ...]:
-        if self._static(node):  # no size point changes its operands or its key: one cost serves them all
+    def _own(self, node: ENode, static: bool | None = None) -> tuple[float, ...]:
+        if self._static(node) if static is None else static:  # no size point changes its operands or its key: one cost serves them all
             return (self.at(node, self.points[0], 0),) * len(self.points)
         return tuple(self.at(node, s, k) for k, s in enumerate(self.points))
 

@@ -29,7 +29,7 @@ from egglog import bindings as eb
 from eqsat.core.ir import LEAF, constructor, schema
 from eqsat.core.rule import Rule
 from eqsat.core.spelling import VocabIndex, Vocabulary
-from eqsat.cost.roofline import CostMemo, Hints, Profile, Sizes, size_points
+from eqsat.cost.roofline import CostMemo, Profile, Sizes, size_points
 from eqsat.engine import rows as load_rows
 from eqsat.engine.plan import plan
 from eqsat.engine.reach import graph_literals
@@ -173,11 +173,11 @@ class Engine:
         if left:
             raise RuntimeError(f"rows left in the engine after a graph: {left}")
 
-    def cost_memo(self, profile: Profile, sizes: Sizes, hints: Hints = None) -> CostMemo:
-        """The own costs kept for this engine's catalog at ``profile``, ``sizes`` and ``hints`` (a new memo
-        when one differs from the last graph's): a pass's graphs share e-nodes."""
-        if self._costs is None or not self._costs.serves(self.catalog, profile, size_points(sizes), hints):
-            self._costs = CostMemo(self.catalog, profile, sizes, hints)
+    def cost_memo(self, profile: Profile, sizes: Sizes) -> CostMemo:
+        """The own costs kept for this engine's catalog at ``profile`` and ``sizes`` (a new memo when one
+        differs from the last graph's): a pass's graphs share e-nodes."""
+        if self._costs is None or not self._costs.serves(self.catalog, profile, size_points(sizes)):
+            self._costs = CostMemo(self.catalog, profile, sizes)
         return self._costs
 
     def vocab_index(self, vocabularies: tuple[Vocabulary, ...]) -> VocabIndex:

@@ -22,10 +22,16 @@ times every variant K times in turn and reports the median speedup and the round
 set-up on the warm-up graph is reported apart. The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
 ``dispatch``: AITER's Triton or cuBLAS's fp8 GEMM, the faster correct one per shape).
 
-Per (block, variant, M): the whole forward timed in CUDA graphs (``gpu_timing.bench``: median of
-``--repeats`` x ``do_bench_cudagraph(rep=--rep-ms)``; plain ``triton.testing.do_bench`` if capture
-fails, marked in ``timing``), kernel launches (profiler), outputs against eager of the same module (bf16
-outputs: relative Frobenius error <= max(1e-2, 2 x the fp8 noise floor, i.e. the error of eager fp8 against
+Per (block, variant, M): the whole forward timed in CUDA graphs. ``--timing interleaved`` (the default): each
+variant's forward at that M is captured (``gpu_timing.GraphTimer``: back-to-back calls for ~1 ms a replay) as
+it is checked, and at the round's end the round's forwards at one M are replayed in turn, ``--samples`` times,
+the order rotated (``gpu_timing.interleave``), so the device's drift falls on every variant alike; Inductor's
+code is captured twice, and the ratio of its two medians (``aa_ratio``, logged) is the noise floor of every
+speedup in that round; ``rep_medians_us`` are the medians of ``--repeats`` consecutive chunks of the samples.
+``--timing sequential``: each forward timed on its own as it is checked (``gpu_timing.bench``: median of
+``--repeats`` x ``do_bench_cudagraph(rep=--rep-ms)``). Either way plain ``triton.testing.do_bench`` if capture
+fails, marked in ``timing``; in the dry run, wall-clock medians. Also per row: kernel launches (profiler),
+outputs against eager of the same module (bf16 outputs: relative Frobenius error <= max(1e-2, 2 x the fp8 noise floor, i.e. the error of eager fp8 against
 eager with every quant the identity: fused kernels may round fp8 differently within the contract's 1.25
 steps; top-k ids: the reference's logits at the chosen ids reach its k-th largest within twice the
 logits' own error), compile wall time (the first call at that M when it compiled), the pass's own time
@@ -37,8 +43,9 @@ beside the measured one.
 Outputs under ``--out`` (default benchmarks/results/): ``e2e_<tag>.csv`` (one row per block, variant, M),
 ``e2e_<tag>_compile.csv`` (per block and variant: compiles, compile s, pass s, share), ``e2e_<tag>.md``,
 ``e2e_<tag>.png`` (speedup vs M per block; skipped without matplotlib), ``e2e_<tag>_graphs.txt`` (the
-post-grad graphs after the pass, and the kernels chosen). Rows are written as they are measured, so a run
-cut short keeps what it measured; ``--budget-s`` skips what would start after that many seconds.
+post-grad graphs after the pass, and the kernels chosen). Rows are written as they are timed (interleaved: at
+the round's end), so a run cut short keeps what it timed; ``--budget-s`` skips what would start after that
+many seconds.
 
 Device command (repo root; ``.device-site`` from ``../shared/tools/device-site.sh``, carried; about 8 min):
 
@@ -243,12 +250,14 @@ def run_order(ms: Sequence[int], first_dynamic: str) -> list[int]:
 
 class Backend:
     """Inductor (``compile_fx``) as a Dynamo backend that counts and times its compiles; ``exec_fx``: stop
-    after Inductor's post-grad passes and run the post-grad graph with FX (CPU test mode)."""
+    after Inductor's post-grad passes and run the post-grad graph with FX (CPU test mode). It holds what
+    it compiled (``made``), so that code a CUDA graph launches outlives ``torch._dynamo.reset()``."""
 
     def __init__(self, exec_fx: bool = False) -> None:
         self.exec_fx = exec_fx
         self.compiles = 0
         self.seconds = 0.0
+        self.made: list[Callable[..., Any]] = []
 
     def __call__(self, gm: fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         from torch._inductor.compile_fx import compile_fx
@@ -256,9 +265,9 @@ class Backend:
         self.compiles += 1
         t0 = time.perf_counter()
         try:
-            if self.exec_fx:
-                return compile_fx(gm, example_inputs, inner_compile=_fx_inner_compile)
-            return compile_fx(gm, example_inputs)
+            made = compile_fx(gm, example_inputs, **({"inner_compile": _fx_inner_compile} if self.exec_fx else {}))
+            self.made.append(made)
+            return made
         finally:
             self.seconds += time.perf_counter() - t0
 
@@ -434,7 +443,7 @@ def sync(cuda: bool) -> None:
 
 FIELDS = ("block", "variant", "round", "M", "us", "speedup", "pred_speedup_whole", "pred_speedup_region", "pred_before_us",
           "pred_after_us", "check", "err_ratio", "launches", "timing", "rep_medians_us", "compiled", "compile_s",
-          "pass_ms", "kernels", "eqsat_ops", "kernels_at_M", "pass_errors", "detail")
+          "pass_ms", "kernels", "eqsat_ops", "kernels_at_M", "pass_errors", "detail", "aa_ratio")
 
 
 @dataclass
@@ -481,9 +490,30 @@ class _VariantRun:
     dyn_calls: list[PassCall] = field(default_factory=list)
 
 
+@dataclass
+class _Measured:
+    """One checked (block, variant, M) row waiting for its time: ``saving`` is the pass's predicted saving
+    (µs, None without a pass); ``timers`` its captured forwards under ``--timing interleaved``, and
+    ``backend`` what compiled them (kept alive with them)."""
+
+    row: dict[str, Any]
+    saving: float | None
+    note: str
+    timers: dict[str, gpu_timing.GraphTimer] = field(default_factory=dict)
+    backend: Backend | None = None
+
+
+def _chunks(seq: Sequence[float], n: int) -> list[Sequence[float]]:
+    """``seq`` cut into ``n`` (at most ``len(seq)``) consecutive pieces of near-equal length."""
+    n = max(1, min(n, len(seq)))
+    bounds = [round(i * len(seq) / n) for i in range(n + 1)]
+    return [seq[a:b] for a, b in zip(bounds, bounds[1:], strict=False)]
+
+
 class Run:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
+        self.pending: dict[int, list[_Measured]] = {}  # M -> rows captured, to be timed at the round's end
         self.cuda = not args.dry_run
         self.device = torch.device("cuda" if self.cuda else "cpu")
         self.t0 = time.perf_counter()
@@ -578,6 +608,7 @@ class Run:
                 torch._dynamo.reset()
                 if self.cuda:
                     torch.cuda.empty_cache()
+        self.time_pending(base_us)
 
     def variant(self, name: str, variant: str, block: e2e_blocks.Block, inputs: dict[int, tuple[torch.Tensor, ...]],
                 refs: dict[int, tuple[Any, ...]], noise: dict[int, list[float]], base_us: dict[int, float]) -> None:
@@ -650,24 +681,19 @@ class Run:
         ok, worst, detail = check(ctx.block, out, ref, noise)
         del out
         fn = _caller(ctx.compiled, x)
-        us, meds, how = time_fn(fn, args, self.cuda)
         launches: int | str = ""
         if self.cuda and args.launches:
             try:
                 launches = gpu_timing.count_launches(fn)[0]
             except Exception as exc:  # noqa: BLE001
                 launches = f"err {type(exc).__name__}"
-        if variant == "inductor":
-            base_us[m] = us
         row: dict[str, Any] = {
-            "block": ctx.name, "variant": variant, "M": m, "us": f"{us:.2f}", "check": "ok" if ok else "FAIL",
-            "err_ratio": f"{worst:.3f}", "launches": launches, "timing": how,
-            "rep_medians_us": " ".join(f"{v:.2f}" for v in meds), "compiled": int(did_compile),
+            "block": ctx.name, "variant": variant, "M": m, "check": "ok" if ok else "FAIL",
+            "err_ratio": f"{worst:.3f}", "launches": launches, "compiled": int(did_compile),
             "compile_s": f"{first_s:.2f}" if did_compile else "", "pass_ms": f"{pass_s * 1e3:.1f}" if new_calls else "",
             "detail": detail,
         }
-        if m in base_us:
-            row["speedup"] = f"{base_us[m] / us:.3f}"
+        saving = None
         if p is not None:
             row["kernels"] = fmt_kernels(kernels_of(calls))
             row["eqsat_ops"] = fmt_kernels(ops_of(calls))
@@ -681,16 +707,69 @@ class Run:
                 if pr["after"] > 0:
                     row["pred_speedup_region"] = f"{pr['before'] / pr['after']:.3f}"
                 saving = pr["before"] - pr["after"]
-                if m in base_us and base_us[m] - saving > 0:
-                    row["pred_speedup_whole"] = f"{base_us[m] / (base_us[m] - saving):.3f}"
             row["pass_errors"] = "; ".join(errs)[:300]
+        note = ((f"  compile {first_s:.1f}s" if did_compile else "") + (f"  pass {pass_s * 1e3:.0f}ms" if new_calls else "")
+                + (f"  [{row.get('kernels', '')}; ops {row.get('eqsat_ops', '')}]" if p is not None else "")
+                + ("" if ok else f"  {detail}"))
+        done = _Measured(row, saving, note)
+        if self.cuda and args.timing == "interleaved":
+            try:
+                done.backend = ctx.backend
+                done.timers = {variant: gpu_timing.GraphTimer(fn)}
+                if variant == "inductor":  # the same code twice: the noise floor of a ratio
+                    done.timers["inductor (again)"] = gpu_timing.GraphTimer(fn)
+                self.pending.setdefault(m, []).append(done)
+                return
+            except Exception as exc:  # noqa: BLE001  (capture failed: time it now, sequentially, and say so)
+                log(f"    {variant} M={m}: CUDA-graph capture failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                    "timed on its own")
+                torch.cuda.synchronize()
+        us, meds, how = time_fn(fn, args, self.cuda)
+        self.record(done, us, meds, how, base_us)
+
+    def time_pending(self, base_us: dict[int, float]) -> None:
+        """The round's captured forwards timed interleaved, M by M (``--timing interleaved``), then recorded."""
+        for m in sorted(self.pending):
+            group = self.pending[m]
+            timers = {n: t for d in group for n, t in d.timers.items()}
+            try:
+                samples = gpu_timing.interleave(timers, self.args.samples)
+            except Exception as exc:  # noqa: BLE001  (a replay failed: this M's rows say so, the run goes on)
+                log(f"   M={m}: interleaved timing FAILED {type(exc).__name__}: {str(exc)[:300]}")
+                for d in group:
+                    self.add(d.row | {"check": "error", "detail": f"timing: {type(exc).__name__}: {str(exc)[:200]}"})
+                continue
+            meds = {n: statistics.median(v) for n, v in samples.items()}
+            if "inductor (again)" in meds:
+                aa = meds["inductor"] / meds["inductor (again)"]
+                log(f"   M={m}: the same Inductor code timed twice, ratio {aa:.3f}")
+            for d in sorted(group, key=lambda d: d.row["variant"] != "inductor"):
+                v = d.row["variant"]
+                if v == "inductor" and "inductor (again)" in meds:
+                    d.row["aa_ratio"] = f"{meds['inductor'] / meds['inductor (again)']:.3f}"
+                chunks = _chunks(samples[v], self.args.repeats)
+                self.record(d, meds[v], [statistics.median(c) for c in chunks], "interleaved", base_us)
+            for d in group:
+                d.timers.clear()
+                d.backend = None
+        self.pending.clear()
+        if self.cuda:
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+
+    def record(self, done: _Measured, us: float, meds: list[float], how: str, base_us: dict[int, float]) -> None:
+        """A measured row: its time, its speedup against this round's Inductor alone at its M, written and logged."""
+        row, m, variant = done.row, int(done.row["M"]), done.row["variant"]
+        row |= {"us": f"{us:.2f}", "timing": how, "rep_medians_us": " ".join(f"{v:.2f}" for v in meds)}
+        if variant == "inductor":
+            base_us[m] = us
+        if m in base_us:
+            row["speedup"] = f"{base_us[m] / us:.3f}"
+            if done.saving is not None and base_us[m] - done.saving > 0:
+                row["pred_speedup_whole"] = f"{base_us[m] / (base_us[m] - done.saving):.3f}"
         self.add(row)
         log(f"   {variant:11s} M={m:<5d} {us:10.2f} us  x{row.get('speedup', '-'):>6}  "
-            f"{'ok' if ok else 'FAIL'} ({worst:.2f} of tol)"
-            + (f"  compile {first_s:.1f}s" if did_compile else "")
-            + (f"  pass {pass_s * 1e3:.0f}ms" if new_calls else "")
-            + (f"  [{row.get('kernels', '')}; ops {row.get('eqsat_ops', '')}]" if p is not None else "")
-            + ("" if ok else f"  {detail}"))
+            f"{row['check']} ({row['err_ratio']} of tol)" + done.note)
 
     def finish(self) -> None:
         self._csv.close()
@@ -903,8 +982,13 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                          "another variant compiled takes its config; emptied each round); fresh: each times its own")
     ap.add_argument("--exec", choices=("inductor", "fx"), default="inductor",
                     help="fx (CPU only): run the post-grad graph with FX instead of Inductor's code")
-    ap.add_argument("--rep-ms", type=float, default=10.0, help="do_bench_cudagraph's rep (ms)")
-    ap.add_argument("--repeats", type=int, default=2, help="do_bench_cudagraph runs per row")
+    ap.add_argument("--timing", choices=("interleaved", "sequential"), default="interleaved",
+                    help="interleaved: a round's variants at one M captured in CUDA graphs and replayed in turn "
+                         "(with Inductor's code twice: the noise floor); sequential: each timed on its own")
+    ap.add_argument("--samples", type=int, default=40, help="interleaved replays of each forward per round")
+    ap.add_argument("--rep-ms", type=float, default=10.0, help="do_bench_cudagraph's rep (ms; --timing sequential)")
+    ap.add_argument("--repeats", type=int, default=2,
+                    help="do_bench_cudagraph runs per row (interleaved: the samples' chunks reported apart)")
     ap.add_argument("--dry-reps", type=int, default=5, help="wall-clock calls per row in the dry run")
     ap.add_argument("--no-launches", dest="launches", action="store_false", help="skip the profiler's launch count")
     ap.add_argument("--no-plot", dest="plot", action="store_false", help="skip the PNG")

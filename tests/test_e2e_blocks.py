@@ -234,3 +234,79 @@ def test_the_dynamic_graph_first_runs_where_asked(e2e) -> None:  # noqa: ANN001
     assert e2e.run_order(ms, "smallest") == [1, 8, 64, 4096, 8192]
     assert e2e.run_order(ms, "largest") == [1, 8192, 8, 64, 4096]
     assert e2e.run_order([1], "largest") == [1]
+
+
+class _Replays:
+    """A captured forward whose every replay takes ``us`` (the interleaved timing's view of a GraphTimer),
+    noting its name in ``order`` when replayed."""
+
+    def __init__(self, name: str, us: float, order: list[str]) -> None:
+        self.name, self.us, self.order = name, us, order
+
+    def sample_us(self) -> float:
+        self.order.append(self.name)
+        return self.us
+
+
+def test_interleaved_replays_rotate_their_order(e2e) -> None:  # noqa: ANN001
+    import gpu_timing
+
+    order: list[str] = []
+    timers = {n: _Replays(n, us, order) for n, us in (("a", 1.0), ("b", 2.0), ("c", 3.0))}
+    samples = gpu_timing.interleave(timers, 4)
+    assert samples == {"a": [1.0] * 4, "b": [2.0] * 4, "c": [3.0] * 4}
+    assert order == ["a", "b", "c", "b", "c", "a", "c", "a", "b", "a", "b", "c"]
+    assert [list(c) for c in e2e._chunks(list(range(7)), 3)] == [[0, 1], [2, 3, 4], [5, 6]]
+    assert [list(c) for c in e2e._chunks([5.0], 3)] == [[5.0]]
+
+
+def test_interleaved_rows_are_timed_against_inductor_with_its_noise_floor(e2e, tmp_path: Path) -> None:  # noqa: ANN001
+    """A round's pending rows at one M: each variant's speedup is over Inductor alone's median from the same
+    replays, the predicted whole speedup is over that median less the predicted saving, and Inductor's row
+    holds the ratio of its two captures (the A/A noise floor), which the report shows per M."""
+    import io
+
+    run = e2e.Run.__new__(e2e.Run)  # no passes, no warm-up compile: only the timing's bookkeeping
+    run.args = e2e.parse(["--dry-run", "--samples", "6", "--repeats", "2", "--out", str(tmp_path)])
+    run.pending, run.rows, run.rnd, run.cuda = {}, [], 0, False
+    run._csv = io.StringIO()
+    run._writer = e2e.csv.DictWriter(run._csv, fieldnames=e2e.FIELDS)
+    order: list[str] = []
+    ind = e2e._Measured({"block": "b", "variant": "inductor", "M": 8, "check": "ok", "err_ratio": "0.1"}, None, "",
+                        {"inductor": _Replays("i", 10.0, order), "inductor (again)": _Replays("i2", 10.5, order)})
+    eqs = e2e._Measured({"block": "b", "variant": "eqsat", "M": 8, "check": "ok", "err_ratio": "0.1"}, 1.0, "",
+                        {"eqsat": _Replays("e", 8.0, order)})
+    run.pending[8] = [eqs, ind]  # in the order they were checked: Inductor's row is recorded first anyway
+    base: dict[int, float] = {}
+    run.time_pending(base)
+    assert not run.pending and base == {8: 10.0} and len(order) == 18
+    rows = {r["variant"]: r for r in run.rows}
+    assert [r["variant"] for r in run.rows] == ["inductor", "eqsat"]
+    assert rows["inductor"]["aa_ratio"] == f"{10.0 / 10.5:.3f}" and rows["eqsat"]["aa_ratio"] == ""
+    assert rows["eqsat"]["speedup"] == "1.250" and rows["eqsat"]["pred_speedup_whole"] == f"{10 / 9:.3f}"
+    assert rows["eqsat"]["timing"] == "interleaved" and rows["eqsat"]["rep_medians_us"] == "8.00 8.00"
+    run.args.blocks = ["b"]
+    md = e2e.markdown(run.rows, [], run.args, [], 1.0)
+    assert "Inductor A/A" in md and f"{10 / 10.5:.3f} ({10 / 10.5:.3f}-{10 / 10.5:.3f})" in md
+
+
+def test_a_replay_that_fails_marks_its_rows_and_the_run_goes_on(e2e, tmp_path: Path) -> None:  # noqa: ANN001
+    import io
+
+    class Broken:
+        def sample_us(self) -> float:
+            raise RuntimeError("replay failed")
+
+    run = e2e.Run.__new__(e2e.Run)
+    run.args = e2e.parse(["--dry-run", "--samples", "3", "--out", str(tmp_path)])
+    run.pending, run.rows, run.rnd, run.cuda = {}, [], 0, False
+    run._csv = io.StringIO()
+    run._writer = e2e.csv.DictWriter(run._csv, fieldnames=e2e.FIELDS)
+    run.pending[64] = [e2e._Measured({"block": "b", "variant": "eqsat", "M": 64, "check": "ok"}, None, "",
+                                     {"eqsat": Broken()})]
+    run.pending[8] = [e2e._Measured({"block": "b", "variant": "eqsat", "M": 8, "check": "ok", "err_ratio": "0.1"}, None, "",
+                                    {"eqsat": _Replays("e", 8.0, [])})]
+    run.time_pending({})
+    got = {int(r["M"]): r for r in run.rows}
+    assert got[64]["check"] == "error" and "replay failed" in got[64]["detail"] and got[64]["us"] == ""
+    assert got[8]["check"] == "ok" and got[8]["us"] == "8.00"

@@ -838,10 +838,21 @@ def _by(rows: Sequence[dict[str, Any]]) -> dict[tuple[str, str, int], dict[str, 
     return out
 
 
+def _range(values: Sequence[float] | None) -> str:
+    """``values``' median and range, or "-" for none."""
+    if not values:
+        return "-"
+    return f"{statistics.median(values):.3f} ({min(values):.3f}-{max(values):.3f})"
+
+
 def markdown(rows: Sequence[dict[str, Any]], stats: Sequence[VariantStats], args: argparse.Namespace,
              env: list[str], total_s: float, setup: dict[str, float] | None = None) -> str:
     by = _by(rows)
     every = {(r["block"], r["variant"], int(r["M"])): r for r in rows if r["M"] != ""}  # error rows too
+    aa: dict[tuple[str, int], list[float]] = {}  # (block, M) -> each round's A/A ratio (interleaved timing)
+    for r in rows:
+        if r.get("aa_ratio"):
+            aa.setdefault((r["block"], int(r["M"])), []).append(float(r["aa_ratio"]))
     out = [f"# End-to-end blocks inside torch.compile ({args.tag})", "",
            "`python benchmarks/gpu/e2e.py " + " ".join(args.argv) + "`"
            f" — {'CPU dry run (tiny widths, wall clock: the times mean nothing)' if args.dry_run else 'CUDA graphs'};"
@@ -853,9 +864,10 @@ def markdown(rows: Sequence[dict[str, Any]], stats: Sequence[VariantStats], args
             continue
         out += [f"## {block}", "", "| M | " + " | ".join(f"{v} µs" for v in args.variants)
                 + " | " + " | ".join(f"{v} x" for v in args.variants if v != "inductor")
-                + " | eqsat predicted x (whole / region) | launches | checks | kernels (eqsat at M) |",
+                + " | eqsat predicted x (whole / region) | launches | checks | kernels (eqsat at M) |"
+                + (" Inductor A/A (rounds' range) |" if aa else ""),
                 "|---:|" + "---:|" * (2 * len(args.variants) - (1 if "inductor" in args.variants else 0))
-                + "---|---|---|---|"]
+                + "---|---|---|---|" + ("---|" if aa else "")]
         for m in ms:
             cells = [by.get((block, v, m), {}).get("us", "-") for v in args.variants]
             sp = [_speedup_cell(by.get((block, v, m), {})) for v in args.variants if v != "inductor"]
@@ -864,7 +876,7 @@ def markdown(rows: Sequence[dict[str, Any]], stats: Sequence[VariantStats], args
             launches = " / ".join(str(by.get((block, v, m), {}).get("launches", "") or "-") for v in args.variants)
             checks = " ".join(f"{v[:3]}:{every.get((block, v, m), {}).get('check', '-')}" for v in args.variants)
             out.append(f"| {m} | " + " | ".join(cells) + " | " + " | ".join(sp) + f" | {pred} | {launches} | "
-                       f"{checks} | {e.get('kernels_at_M', '-') or '-'} |")
+                       f"{checks} | {e.get('kernels_at_M', '-') or '-'} |" + (f" {_range(aa.get((block, m)))} |" if aa else ""))
         out.append("")
     out += ["## Compile time and the pass's share", "",
             "Each variant's pass is made once per run and first runs on the warm-up graph (its one-off set-up: "

@@ -34,7 +34,7 @@ from eqsat.core.ir import LEAF, dtype_from_name, dtype_name
 from eqsat.core.spelling import Spelling, VocabIndex, op_schema
 from eqsat.fx.fake_value import fake_value, row_major_strides
 from eqsat.fx.importer import ALLOCATIONS, Arg, Imported, Slot
-from eqsat.fx.output_layouts import OutputLayouts, sym_expr
+from eqsat.fx.output_layouts import OutputLayouts, layout_summary, shown
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.inductor import is_twin
 
@@ -406,7 +406,7 @@ class _Emitter:
             if known is not None and got is not None:
                 want = layout_summary(known)
                 if [g and g[0::2] for g in got] != [w and w[0::2] for w in want]:
-                    raise RuntimeError(f"{target} gives {_shown(got)} where the value it stands for is {_shown(want)}")
+                    raise RuntimeError(f"{target} gives {shown(got)} where the value it stands for is {shown(want)}")
                 if got == want:
                     if facts_key is not None:
                         self.layouts.facts_checked[facts_key] = _as_facts(got)
@@ -431,14 +431,6 @@ def shape_arg(key: str, shape_args: dict[str, object]) -> object | None:
     return [-1 if d is None else d for d in ints]
 
 
-def layout_summary(val: object) -> tuple:
-    """(shape, strides, dtype) of each tensor of ``val``, symbolic ones as expressions (as
-    ``OutputLayouts.check`` reports an op's outputs)."""
-    outs = val if isinstance(val, (tuple, list)) else (val,)
-    return tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
-                 if isinstance(t, torch.Tensor) else None for t in outs)
-
-
 def _as_facts(summary: tuple) -> tuple:
     """``layout_summary``'s outputs as the e-graph states facts (dims as ``fx_in`` keys them)."""
     out = []
@@ -450,10 +442,6 @@ def _as_facts(summary: tuple) -> tuple:
         strides = row_major_strides(shape) if all(isinstance(d, int) for d in shape[1:]) else None
         out.append(TensorFacts(dtype_name(s[2]), shape, strides is not None and tuple(s[1]) == strides))
     return tuple(out)
-
-
-def _shown(summary: tuple) -> str:
-    return ", ".join("-" if s is None else f"{list(s[0])} {str(s[2]).removeprefix('torch.')}" for s in summary)
 
 
 def check_order(graph: fx.Graph, written: list[fx.Node]) -> None:

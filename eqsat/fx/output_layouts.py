@@ -114,9 +114,7 @@ class OutputLayouts:
         if got is None:
             try:
                 out = self.value(op, args, kwargs, mode)
-                outs = out if isinstance(out, (tuple, list)) else (out,)
-                got = tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
-                            if isinstance(t, torch.Tensor) else None for t in outs)
+                got = layout_summary(out)
             except Exception as exc:  # the fake refused these inputs: so will every later call
                 got = exc
             if key is not None:
@@ -218,3 +216,16 @@ class OutputLayouts:
         if [_keyed(_layout(t)) for t in (again if kind is not None else (again,))] != list(map(_keyed, layouts)):
             return None
         return entry
+
+
+def layout_summary(val: object) -> tuple:
+    """(shape, strides, dtype) of each tensor of ``val``, symbolic ones as expressions (what
+    ``OutputLayouts.check`` reports of an op's outputs)."""
+    outs = val if isinstance(val, (tuple, list)) else (val,)
+    return tuple((tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), t.dtype)
+                 if isinstance(t, torch.Tensor) else None for t in outs)
+
+
+def shown(summary: tuple) -> str:
+    """``summary`` for an error message: each output's shape and dtype."""
+    return ", ".join("-" if s is None else f"{list(s[0])} {str(s[2]).removeprefix('torch.')}" for s in summary)

@@ -713,13 +713,13 @@ class Run:
                     self.add(d.row | {"check": "error", "detail": f"timing: {type(exc).__name__}: {str(exc)[:200]}"})
                 continue
             meds = {n: statistics.median(v) for n, v in samples.items()}
-            if "inductor (again)" in meds:
-                aa = meds["inductor"] / meds["inductor (again)"]
+            aa = meds["inductor"] / meds["inductor (again)"] if "inductor (again)" in meds else None
+            if aa is not None:
                 log(f"   M={m}: the same Inductor code timed twice, ratio {aa:.3f}")
             for d in sorted(group, key=lambda d: d.row["variant"] != "inductor"):
                 v = d.row["variant"]
-                if v == "inductor" and "inductor (again)" in meds:
-                    d.row["aa_ratio"] = f"{meds['inductor'] / meds['inductor (again)']:.3f}"
+                if v == "inductor" and aa is not None:
+                    d.row["aa_ratio"] = f"{aa:.3f}"
                 chunks = _chunks(samples[v], self.args.repeats)
                 self.record(d, meds[v], [statistics.median(c) for c in chunks], "interleaved", base_us)
             for d in group:

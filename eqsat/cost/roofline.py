@@ -351,7 +351,7 @@ class RooflineCost:
         got = self._per_point.get(node)
         if got is None:
             if self._shared is None:
-                got = self._own(node)
+                got = self._own(node, self._static(node))
             else:
                 facts, static = self.egraph.facts, self._static(node)
                 key = (node.op, tuple([facts.get(a.eclass) if isinstance(a, Ref) else a for a in node.args]),
@@ -383,8 +383,10 @@ class RooflineCost:
         key = self._at_hints(COPY_KEY, (eclass,), sizes)
         return 0.0 if out is None else self.profile.time_us(Traffic(out.bytes, out.bytes, 1, out.rows), key)
 
-    def _own(self, node: ENode, static: bool | None = None) -> tuple[float, ...]:
-        if self._static(node) if static is None else static:  # no size point changes its operands or its key: one cost serves them all
+    def _own(self, node: ENode, static: bool) -> tuple[float, ...]:
+        """``node``'s cost at each size point; a ``static`` node's (``_static``) once, for every point (no
+        size point changes its operands or its key)."""
+        if static:
             return (self.at(node, self.points[0], 0),) * len(self.points)
         return tuple(self.at(node, s, k) for k, s in enumerate(self.points))
 

@@ -5,6 +5,7 @@ node's own term) is a candidate only where emit can write it as it stands:
 - a catalog op needs the spelling emit will use in this graph's vocabularies (``VocabIndex.spelling_for``)
   with its ``accepts`` (``eqsat.core.accepts``) holding on its arguments' facts, or else an ``expand``;
 - a reshape needs a shape emit can spell (``fx_out.shape_arg``); no site is ``banned`` (``fx_out.SiteError``);
+- a twin over heads (``eqsat.kernels.inductor``) needs rows that are a symbolic heads x tokens;
 - its row runs on the profile's ``platform``, and a fused row's GPU implementation loads (``gpu_kernels``);
 - a row that fuses nothing (a lifted norm, quant, ...) is written only in a vocabulary of the graph's
   own unless ``standalone_lifts`` (alone it saves no traffic and stops Inductor fusing the chain).
@@ -24,6 +25,7 @@ from eqsat.extract.base import CostFn
 from eqsat.fx.emitter import shape_arg
 from eqsat.fx.symbolic import SymbolicDims
 from eqsat.kernels.catalog import Catalog
+from eqsat.kernels.inductor import HEADS_KEY, heads_of
 
 INF = float("inf")
 _Choice = tuple[Spelling | None, tuple[str, ...], frozenset[str]]  # spelling, why none, guards relied on
@@ -123,6 +125,12 @@ class Admissible:
         spec = self.catalog[node.op]
         spellings = self.vocab.spellings_for(node.op, self.vocabularies)
         if not spellings:
+            if spec.heads and spec.calibration_key.endswith(HEADS_KEY):
+                arg = node.args[spec.param_names.index(spec.heads[0])]
+                f = self.egraph.facts.get(arg.eclass) if isinstance(arg, Ref) else None
+                if f is None or len(f.shape) != 2 or heads_of(f.shape[0]) is None:
+                    rows = "unknown" if f is None else f.shape[0]
+                    return None, (f"{node.op}: its rows ({rows}) are not a symbolic heads x tokens",), frozenset()
             if spec.expand is not None or self.hypothetical:
                 return None, (), frozenset()
             return None, (f"no op spells {node.op} in vocabularies {self.vocabularies}",), frozenset()

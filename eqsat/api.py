@@ -38,7 +38,7 @@ from eqsat.fx import emitter as fx_out
 from eqsat.fx import importer as fx_in
 from eqsat.fx.symbolic import SymbolicDims, symbols_read
 from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.inductor import is_twin
+from eqsat.kernels.inductor import stands_for_chain
 from eqsat.library import aiter
 from eqsat.options import Options
 from eqsat.report import Report
@@ -62,7 +62,8 @@ class InductorAlone:
     """A cost over the e-graph that prices what Inductor alone makes of the graph: the graph's own
     e-nodes, and, for an output of a native ATen chain an Inductor twin stands for
     (``eqsat.kernels.inductor``), that twin, since Inductor compiles the chain into the twin's
-    kernels, and the views rules make around it (an e-node that moves no byte and launches nothing:
+    kernels (a twin's output is a native value or a view of one, never what a custom op of the graph
+    makes), and the views rules make around it (an e-node that moves no byte and launches nothing:
     Inductor folds it into its reader's indexing), as well as the casts of native values they make
     (``lift-add-rms-norm-fp32-residual``'s: Inductor folds a cast into the kernel that reads it).
     Extracting with it gives the "before" the pass must beat."""
@@ -71,14 +72,15 @@ class InductorAlone:
                  twins: frozenset[str], twin_classes: set[int]) -> None:
         self.admissible, self.twins, self.twin_classes = admissible, twins, twin_classes
         self.own = {eg.nodes[i] for i in originals}
+        self.foreign = {n.eclass for n in self.own} - native  # values the graph's non-ATen ops make
         self.casts = {n for n in eg.nodes if n.op == "Convert" and n.children[0] in native and n not in self.own}
         self.native = native | {n.eclass for n in self.casts}
 
     def __call__(self, node: ENode) -> float:
         cost = self.admissible(node)
-        view = node.op not in (LEAF, "Get") and cost <= VIEW_US
+        view = node.op not in (LEAF, "Get") and cost <= VIEW_US * (1 + 1e-9)  # a weighted sum of VIEW_US rounds up
         if node in self.own or node.op in self.twins or view or (
-                node.op == "Get" and node.eclass in self.native and node.children[0] in self.twin_classes):
+                node.op == "Get" and node.eclass not in self.foreign and node.children[0] in self.twin_classes):
             return cost
         if node in self.casts:
             return VIEW_US  # a cast a rule put back on a native value: Inductor folds it into its reader
@@ -89,7 +91,7 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
                     before: Selection, catalog: Catalog, extractor: str) -> Selection:
     """The before selection as Inductor would run it (``InductorAlone``); ``before`` itself where no
     native chain has a twin."""
-    twins = frozenset(s.name for s in catalog if is_twin(s))
+    twins = frozenset(s.name for s in catalog if stands_for_chain(s))
     twin_classes = {n.eclass for n in eg.nodes if n.op in twins}
     if not twin_classes:
         return before
@@ -114,10 +116,11 @@ def _slower_at(eg: EGraph, cost: RooflineCost, before: Selection, selection: Sel
 
 
 def _only_twins(eg: EGraph, selection: Selection, ser: serialize.Serialized, catalog: Catalog) -> bool:
-    """Whether every kernel ``selection`` adds to the graph is an Inductor twin (views aside)."""
+    """Whether every kernel ``selection`` adds to the graph is an Inductor twin standing for the graph's own
+    chain (views aside; a twin over heads writes the chain as the graph does not)."""
     new = set(selection.values()) - set(ser.enode_of_node.values())
     ops = {eg.nodes[i].op for i in new} & {s.name for s in catalog}
-    return all(is_twin(catalog[op]) for op in ops)
+    return all(stands_for_chain(catalog[op]) for op in ops)
 
 
 class _Stages:

@@ -8,8 +8,10 @@ group quant (N = 7168); Llama's norm (and add + norm) + per-token quant (N = 409
 them in a model, instead of being the graph's outputs; gpt-oss's add + norm + pad (N = 2880 to a multiple of
 256), alone and with the normed value also read by its router GEMM (bf16, 2880 -> 128, bias) as the block
 reads it; Inductor's copy of a strided slice into a contiguous value (what a layout-fixing consumer of a
-kernel's sliced output costs); Qwen3-Next's gated norm + group quant as the e2e block writes it and as its
-Inductor twin (the composition of references) writes it, neither with a fused kernel here.
+kernel's sliced output costs); Qwen3-Next's gated norm + group quant as the e2e block writes it, as its
+Inductor twin (the composition of references) writes it, and over other views of its heads (the quant
+over the flat rows; norm and quant over (M, 32, 128); the twin over heads the pass writes, and its
+quant over the token's row), none with a fused kernel here.
 CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
@@ -140,6 +142,64 @@ def qwen_gated_twin(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> tor
     return consume(q.reshape(m, 4096), s.reshape(m, 32))
 
 
+def _gated32(x: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """vLLM's ``RMSNormGated.forward_native`` over the last dim (fp32, one rounding to bf16)."""
+    x32 = x.float()
+    out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+    return (out * torch.nn.functional.silu(z.float())).to(x.dtype)
+
+
+def qwen_gated_rows(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The same values with the quant on the norm's own rows ([M x 32, 128], one group a row) and only
+    its outputs viewed back to [M, 4096] and [M, 32]: no view between the two reductions."""
+    import e2e_blocks
+
+    m = core.shape[0]
+    q, s = e2e_blocks.group_quant(_gated32(core.reshape(-1, 128), z.reshape(-1, 128), w))
+    return consume(q.reshape(m, 4096), s.reshape(m, 32))
+
+
+def qwen_gated_3d(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The same values on [M, 32, 128] views (no symbolic M x 32 dim): the norm and the quant's groups
+    are the last dim of one 3-D view."""
+    import e2e_blocks
+
+    m = core.shape[0]
+    y = _gated32(core.view(m, 32, 128), z.view(m, 32, 128), w)
+    return consume(*e2e_blocks.group_quant(y.view(m, 4096)))
+
+
+def qwen_gated_3d_rows(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """3-D views and the quant on them (groups = the last dim), outputs viewed back."""
+    import e2e_blocks
+
+    m = core.shape[0]
+    q, s = e2e_blocks.group_quant(_gated32(core.view(m, 32, 128), z.view(m, 32, 128), w))
+    return consume(q.reshape(m, 4096), s.reshape(m, 32))
+
+
+def qwen_gated_heads_twin(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """What the pass writes for the chain in a dynamic graph, the catalog's twin over heads
+    (``IH_rms_gated_group_quant``: ``eqsat.kernels.inductor.OverHeads`` at H = 32): the composition of
+    references over the (M, 32, 128) views, its outputs viewed back to the flat rows (written out here:
+    Dynamo does not trace into the frozen dataclass)."""
+    from eqsat.library import reference
+
+    m = core.shape[0]
+    q, s = reference.group_fp8_quant(reference.rms_norm_gated(core.view(m, 32, 128), z.view(m, 32, 128), w, 1e-6),
+                                     128, FN)
+    return consume(q.reshape(-1, 128).reshape(m, 4096), s.reshape(-1, 1).reshape(m, 32))
+
+
+def qwen_gated_heads_token_quant(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """The references' norm over the (M, 32, 128) views, their quant over the token's row (M, 4096)."""
+    from eqsat.library import reference
+
+    m = core.shape[0]
+    y = reference.rms_norm_gated(core.view(m, 32, 128), z.view(m, 32, 128), w, 1e-6)
+    return consume(*reference.group_fp8_quant(y.view(m, 4096), 128, FN))
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
 
@@ -179,6 +239,11 @@ def chains() -> dict[str, tuple]:
                        lambda m, g: (torch.randn(m, 3072, device="cuda", generator=g).to(torch.bfloat16),)),
         "qwen_gated_quant": (qwen_gated_quant, None, qwen_in),
         "qwen_gated_twin": (qwen_gated_twin, None, qwen_in),
+        "qwen_gated_rows": (qwen_gated_rows, None, qwen_in),
+        "qwen_gated_heads_twin": (qwen_gated_heads_twin, None, qwen_in),
+        "qwen_gated_heads_token_quant": (qwen_gated_heads_token_quant, None, qwen_in),
+        "qwen_gated_3d": (qwen_gated_3d, None, qwen_in),
+        "qwen_gated_3d_rows": (qwen_gated_3d_rows, None, qwen_in),
     }
 
 

@@ -103,11 +103,16 @@ class Twin:
     scale, Inductor writes the quant as a kernel of its own after the scales' reduction, which reads the
     chain's inputs again: one launch and one read of the inputs more than ``launches``, what Inductor
     emits for the chain alone, its outputs the graph's (as the calibration times it; docs/gpu.md has
-    the measurements)."""
+    the measurements).
+    ``heads``: the row operands (rank 2, one shape) whose rows may be heads of a token's row: a flat
+    ``(tokens * H, D)`` view of ``(tokens, H * D)``. Over those flat rows of a dynamic graph Inductor
+    splits the chain's reductions into two kernels; over the ``(tokens, H, D)`` view it writes one. The
+    catalog then makes a second twin, the chain written over that view (``eqsat.kernels.inductor``)."""
 
     launches: int
     constraints: tuple[str, ...]
     quant_epilogue: bool = False
+    heads: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -127,6 +132,7 @@ class KernelSpec:
     reference: Callable[..., Any] | None = None  # a semantic row's PyTorch meaning, over its parameters in order
     inductor: Twin | None = None  # a fused row's "leave it to Inductor" twin, made by the catalog
     traffic_into_op: TrafficFn | None = None  # its traffic where an opaque op reads an output (None: ``traffic``)
+    heads: tuple[str, ...] = ()  # a twin's ``Twin.heads``: its row operands that may be flat views of heads
 
     @property
     def is_fused(self) -> bool:

@@ -18,6 +18,10 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
   it is first run at (the shape env's hints), and code so tuned for a small size can run far slower at
   a larger one than compiled per size (gpt-oss's add + norm + pad first run at M = 8: 2x at M = 8192),
   while at sizes up to the hints it runs as compiled per size. Without hints every size is past them.
+  A twin whose row operands are heads (``Twin.heads``) on rows that are a symbolic heads x tokens takes
+  its ``@flat`` line (Inductor's two kernels over the flat rows); the twin over heads its ``@heads`` line,
+  and is infinitely dear where the profile has none or its rows are not heads. An unmeasured form's line
+  is the plain key's.
 - Generic ATen ops (and catalog rows keyed ``aten:``, as the pad) are one kernel each, Inductor's, that
   reads its inputs and writes its output, priced by their key's ``DYNAMIC`` line past the hints as twins are.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
@@ -48,11 +52,12 @@ from eqsat.core.ir import ZERO_COST_OPS
 from eqsat.core.spec import Operand, Traffic
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.families.aten_ops import ATEN_KEY
-from eqsat.kernels.inductor import TWIN_KEY
+from eqsat.kernels.inductor import FLAT_KEY, HEADS_KEY, TWIN_KEY, heads_of
 
 VIEW_US = 1e-6
 INDUCTOR_PRIOR = 0.75  # an unmeasured Inductor twin's share of its fused kernel's (or the default) bandwidth
 MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
+INF = float("inf")
 DYNAMIC = "@dynamic"  # an Inductor kernel's key suffix for its line past a dynamic graph's hints (else the per-size line)
 
 
@@ -97,8 +102,9 @@ class Profile:
         """The line of calibration key ``key`` for a call moving ``nbytes`` (see the module docstring)."""
         k = self.kernels.get(key)
         if k is None:
-            if key.endswith(DYNAMIC):
-                return self.line(key.removesuffix(DYNAMIC), nbytes)
+            for suffix in (DYNAMIC, FLAT_KEY, HEADS_KEY):  # a form's line unmeasured: the plain key's
+                if key.endswith(suffix):
+                    return self.line(key.removesuffix(suffix), nbytes)
             if key.startswith(TWIN_KEY):
                 fused = self.line(key.removeprefix(TWIN_KEY), nbytes)
                 return KernelTiming(max(fused.launch_us, self.launch_us),
@@ -268,7 +274,8 @@ class RooflineCost:
                      for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
-            key = self._at_hints(spec.calibration_key, node.children, sizes)
+            flat = spec.heads and not spec.calibration_key.endswith(HEADS_KEY) and self.heads(node) is not None
+            key = self._at_hints(spec.calibration_key + (FLAT_KEY if flat else ""), node.children, sizes)
             first = next((v for v in bound.values() if isinstance(v, Operand)), None)
             formula = spec.traffic_into_op if self._into_op(node) else spec.traffic
             assert formula is not None
@@ -314,8 +321,23 @@ class RooflineCost:
                     return True
         return False
 
+    def heads(self, node: ENode) -> int | None:
+        """H where ``node``'s row has ``heads`` operands and the first one's rows are a symbolic ``H * tokens``."""
+        spec = self.catalog.get(node.op)
+        if spec is None or not spec.heads:
+            return None
+        arg = node.args[spec.param_names.index(spec.heads[0])]
+        f = self.egraph.facts.get(arg.eclass) if isinstance(arg, Ref) else None
+        return heads_of(f.shape[0]) if f is not None and len(f.shape) == 2 else None
+
     def at(self, node: ENode, sizes: int | Mapping[str, int], point: int | None = None) -> float:
-        """The own cost of ``node`` at ``sizes`` (size point ``point``, if it is one: its tensors memoised)."""
+        """The own cost of ``node`` at ``sizes`` (size point ``point``, if it is one: its tensors memoised).
+        A twin over heads is no candidate (infinite) where its rows are not heads or the profile has not
+        measured its line: only a measurement says the re-viewed chain is the faster."""
+        spec = self.catalog.get(node.op)
+        if spec is not None and spec.calibration_key.endswith(HEADS_KEY) and (
+                self.heads(node) is None or spec.calibration_key not in self.profile.kernels):
+            return INF
         t = self._traffic(node, sizes, point) if point is not None else self.traffic(node, sizes)
         if t is None:
             return VIEW_US if node.op == "Reshape" else 0.0

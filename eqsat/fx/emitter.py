@@ -17,6 +17,7 @@ Invariants: any failure before erasure undoes every change; erasure cannot break
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,13 +32,15 @@ from torch.fx.node import map_aggregate
 
 from eqsat.core.egraph import EGraph, ENode, Ref, Selection, TensorFacts
 from eqsat.core.ir import LEAF, dtype_from_name, dtype_name
+from eqsat.core.spec import KernelSpec
 from eqsat.core.spelling import Spelling, VocabIndex, op_schema
 from eqsat.fx.fake_value import fake_value, row_major_strides
 from eqsat.fx.importer import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.fx.output_layouts import OutputLayouts, layout_summary, shown
 from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.inductor import is_twin
+from eqsat.kernels.inductor import OverHeads, heads_of, stands_for_chain
 
+_VIEWS = (torch.ops.aten.view.default, torch.ops.aten.reshape.default)
 CONE_MAX = 256  # original nodes an Inductor twin's kept chain may span (``_kept_chain``)
 
 
@@ -216,8 +219,8 @@ class _Emitter:
                 return adopted
             return self._call(operator.getitem, (args[0], index), {}, anchor, enode.eclass)
         if enode.op == "Reshape":
-            return self._call(torch.ops.aten.reshape.default, (args[0], self._shape_arg(args[1])), {}, anchor,
-                              enode.eclass)
+            return self._call(torch.ops.aten.reshape.default, (self._unviewed(args[0]), self._shape_arg(args[1])),
+                              {}, anchor, enode.eclass)
         if enode.op in self.catalog:
             spec = self.catalog[enode.op]
             named = {p: dtype_from_name(a) if sort == "dtype" else a
@@ -232,9 +235,9 @@ class _Emitter:
                                   kernel=enode)
             elif spec.expand is not None:
                 inputs = [named[p] for p in spec.param_names]
-                node = self._kept_chain(enode, inputs, anchor) if is_twin(spec) else None
+                node = self._kept_chain(enode, inputs, anchor) if stands_for_chain(spec) else None
                 if node is None:
-                    node = self._inline(spec.expand, inputs, anchor)
+                    node = self._inline(self._over_heads(spec, named), inputs, anchor)
             else:
                 raise RuntimeError(f"no registered op spells {enode.op} in vocabularies {self.im.vocabularies}")
             if spec.is_fused:
@@ -278,6 +281,29 @@ class _Emitter:
             if i in self.class_of_node:
                 out.setdefault(self.class_of_node[i], []).append(n)
         return out
+
+    def _unviewed(self, x: object) -> object:
+        """``x``, or the value a view emit just wrote reads (a reshape of a view is a reshape of its source:
+        Inductor fuses a twin over heads into one kernel only where no flat view sits between it and its
+        reader, ``benchmarks/results/probe_heads_twin_fixed_h200.log``)."""
+        while isinstance(x, fx.Node) and x.target in _VIEWS and isinstance(x.args[0], fx.Node) \
+                and x in self.result.created:
+            x = x.args[0]
+        return x
+
+    @staticmethod
+    def _over_heads(spec: KernelSpec, named: dict[str, object]) -> Callable[..., object]:
+        """``spec.expand``, with a twin over heads given this site's H (``heads_of`` its rows' traced dim)."""
+        fn = spec.expand
+        assert fn is not None
+        if not isinstance(fn, OverHeads):
+            return fn
+        x = named[fn.viewed[0]]
+        val = x.meta.get("val") if isinstance(x, fx.Node) else None
+        h = heads_of(str(val.shape[0])) if val is not None and val.dim() == 2 else None
+        if h is None:
+            raise RuntimeError(f"{spec.name}: its rows are not a symbolic heads x tokens")
+        return dataclasses.replace(fn, heads=h)
 
     def _kept_chain(self, enode: ENode, args: list[object], anchor: fx.Node) -> object | None:
         """The input graph's own nodes for an Inductor twin's outputs: the chain the twin stands for, as the

@@ -69,6 +69,9 @@ class Catalog:
     def __getitem__(self, name: str) -> KernelSpec:
         return self._by_name[name]
 
+    def get(self, name: str) -> KernelSpec | None:
+        return self._by_name.get(name)
+
     def __contains__(self, name: object) -> bool:
         return name in self._by_name
 

@@ -68,15 +68,19 @@ def check_groups(n: int, group_size: int) -> None:
 def group_quant32(
     y32: torch.Tensor, group_size: int, fp8_dtype: torch.dtype
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """AITER `_fp8_quant_op` on an fp32 tensor: 1 x group_size groups along the last dim."""
+    """AITER `_fp8_quant_op` on an fp32 tensor: 1 x group_size groups along the last dim. Of three or more
+    dims, the groups are taken over the last two dims' row (``(.., A * n / G, G)``, the same blocks as
+    ``(.., A, n / G, G)``): Inductor compiles a norm over ``(tokens, H, D)`` and this quant into one
+    kernel only so (``benchmarks/results/probe_heads_twin_h200.log``)."""
     n = y32.shape[-1]
     check_groups(n, group_size)
     fmax = torch.finfo(fp8_dtype).max
-    groups = y32.reshape(*y32.shape[:-1], n // group_size, group_size)
+    lead = y32.shape[:-2] if y32.dim() >= 3 else y32.shape[:-1]
+    groups = y32.reshape(*lead, -1, group_size)
     amax = groups.abs().amax(dim=-1, keepdim=True).clamp_min(AMAX_FLOOR)
     scale = amax / fmax
     q = (groups * (1.0 / scale)).clamp(-fmax, fmax).to(fp8_dtype)
-    return q.reshape(y32.shape), scale.squeeze(-1)
+    return q.reshape(y32.shape), scale.reshape(*y32.shape[:-1], n // group_size)
 
 
 def group_fp8_quant(

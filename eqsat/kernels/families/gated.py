@@ -80,7 +80,7 @@ ROWS: tuple[KernelSpec, ...] = (
                constraints=gated_constraints(K), dtypes=ACT_DTYPES, numerics="rounding", platforms=_ROCM,
                calibration_key="rms_gated_group_quant",
                inductor=Twin(2, (*rank("x", 2), *same_shape("x", "z"), *same_dtype("x", "z"), *same_dtype("x", "w"),
-                                 *last_dim_divisible("x", "G")), quant_epilogue=True),
+                                 *last_dim_divisible("x", "G")), quant_epilogue=True, heads=("x", "z")),
                doc="AITER Triton fused_rms_gated_fp8_group_quant: fp32 gated norm group-quantized, rows (M, D)"),
     NEG, EXP,
 )

@@ -286,9 +286,8 @@ class _Emitter:
         """``x``, or the value a view emit just wrote reads (a reshape of a view is a reshape of its source:
         Inductor fuses a twin over heads into one kernel only where no flat view sits between it and its
         reader, ``benchmarks/results/probe_heads_twin_fixed_h200.log``)."""
-        while isinstance(x, fx.Node) and x.target in _VIEWS and isinstance(x.args[0], fx.Node) \
-                and x in self.result.created:
-            x = x.args[0]
+        while isinstance(x, fx.Node) and x.target in _VIEWS and x not in self.pos and isinstance(x.args[0], fx.Node):
+            x = x.args[0]  # a node not among the imported ones is one emit wrote
         return x
 
     @staticmethod

@@ -103,3 +103,21 @@ def test_no_candidate_without_a_measured_line():
     report = eqsat.optimize(gm, profile="h200", sizes=SIZES, strict=True)
     assert IH not in report.kernels_chosen and norm_inputs_rank(gm) == {2}
     assert not report.changed
+
+
+def test_inside_torch_compile_one_dynamic_graph():
+    """Inside ``torch.compile`` (Inductor on the CPU), one graph for every M, first run at 8192: the pass
+    writes the chain over heads, and the compiled model at other sizes stays within the quant's contract."""
+    p = eqsat.EqSatPass(profile=HEADS, sizes=SIZES, strict=True)
+    compiled = torch.compile(qwen_chain, dynamic=None)
+    first = inputs(8192)
+    for t in first[:2]:
+        torch._dynamo.mark_dynamic(t, 0)
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(post_grad_custom_post_pass=p, fx_graph_cache=False):
+        compiled(*first)
+        assert p.last_report is not None and p.last_report.kernels_chosen == {IH: 1}, p.last_report
+        for m in (3, 64):
+            args = inputs(m)
+            q, s = compiled(*args)
+            assert fp8_step_error(q, s, *qwen_chain(*args), 128) <= 1.25

@@ -179,6 +179,25 @@ def test_always_fuse_frees_the_fused_kernels(e2e) -> None:  # noqa: ANN001
     assert eqsat.EqSatPass(profile=profile, emit="always").options.profile is profile
 
 
+def test_trial_lines_enter_both_passes_profiles(e2e) -> None:  # noqa: ANN001
+    """``--lines``: the tables' fitted lines are in the eqsat and always-fuse passes' profiles, the rest
+    is the shipped h200 profile's (the heads twin's trial)."""
+    from eqsat.cost.roofline import load_profile
+    from eqsat.kernels.inductor import HEADS_KEY
+
+    table = str(ROOT / "benchmarks/results/h200_calibration_heads.csv")
+    base = load_profile("h200")
+    assert not any(HEADS_KEY in k for k in base.kernels)
+    for variant in ("eqsat", "always_fuse"):
+        p = e2e.make_pass(variant, (8, 8192), False, [table])
+        kernels = p.options.profile.kernels
+        assert {k for k in kernels if HEADS_KEY in k} == {"inductor:rms_gated_group_quant@heads",
+                                                          "inductor:rms_gated_group_quant@heads@dynamic"}
+        if variant == "eqsat":  # always-fuse also frees its fused rows' lines
+            assert all(kernels[k] == v for k, v in base.kernels.items())
+    assert e2e.make_pass("eqsat", (8, 8192), False).options.profile is base
+
+
 def test_the_fp8_gemms_compute_the_product_of_the_dequantised_operands(e2e) -> None:  # noqa: ANN001
     """Each fp8 weight layout round-trips within fp8's step (partial blocks included: N = 2112, K = 2880 are
     not multiples of 128); every GEMM op (on the CPU: ``dequant_gemm``) is the product of the dequantised

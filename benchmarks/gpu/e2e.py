@@ -19,7 +19,8 @@ run at a small M by up to 1.7x (``probe_compile_spread.py``); a round's variants
 round``, the default: a kernel whose source an earlier variant of the round compiled takes its config, the
 cache emptied each round), so a kernel two variants both run runs alike in both. ``--rounds K`` compiles and
 times every variant K times in turn and reports the median speedup and the rounds' range. One pass object per variant serves the whole run (as a process sets the pass once); its
-set-up on the warm-up graph is reported apart. The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
+set-up on the warm-up graph is reported apart; ``--lines CSV..`` fits those calibration tables' lines into the
+passes' h200 profile for the run (a line's trial before it enters the shipped profile). The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
 ``dispatch``: AITER's Triton or cuBLAS's fp8 GEMM, the faster correct one per shape).
 
 Per (block, variant, M): the whole forward timed in CUDA graphs. ``--timing interleaved`` (the default): each
@@ -93,6 +94,7 @@ from e2e_report import VariantStats, compact_table, markdown, plot  # noqa: E402
 from gpu_timing import log  # noqa: E402
 
 import eqsat  # noqa: E402
+from eqsat.cost import calibrate  # noqa: E402
 from eqsat.cost.roofline import KernelTiming, Profile, load_profile  # noqa: E402
 from eqsat.fx.capture import copy_graph  # noqa: E402
 
@@ -155,7 +157,7 @@ class TimedEqSatPass(eqsat.EqSatPass):
         return {**super().__getstate__(), "calls": []}
 
 
-def always_fuse_profile(base: str = "h200", cuda: bool = True) -> tuple[Profile, list[str]]:
+def always_fuse_profile(base: str | Profile = "h200", cuda: bool = True) -> tuple[Profile, list[str]]:
     """``base`` with every fused ``K_*`` row's calibration key at ~0 cost (launch 0.01 µs, 1e12 GB/s), the
     rows that run where the profile's kernels do (its ``platform``; without one, on CUDA: the rows with a
     Triton or any-platform implementation). Returns the profile and the rows it frees."""
@@ -176,13 +178,20 @@ def always_fuse_profile(base: str = "h200", cuda: bool = True) -> tuple[Profile,
     return dataclasses.replace(p, name=f"{p.name}-always-fuse", kernels=kernels, description=desc), rows
 
 
-def make_pass(variant: str, sizes: int | tuple[int, ...], cuda: bool) -> TimedEqSatPass | None:
+def base_profile(lines: Sequence[str] = ()) -> Profile:
+    """The h200 profile, with the lines fitted on the calibration tables ``lines`` where given (lines a
+    run tries before they enter the shipped profile, e.g. ``h200_calibration_heads.csv``)."""
+    p = load_profile("h200")
+    return calibrate.fit(calibrate.read_table(*lines), p) if lines else p
+
+
+def make_pass(variant: str, sizes: int | tuple[int, ...], cuda: bool, lines: Sequence[str] = ()) -> TimedEqSatPass | None:
     if variant == "inductor":
         return None
     if variant == "eqsat":
-        return TimedEqSatPass(profile="h200", sizes=sizes)
+        return TimedEqSatPass(profile=base_profile(lines), sizes=sizes)
     if variant == "always_fuse":
-        profile, _ = always_fuse_profile("h200", cuda)
+        profile, _ = always_fuse_profile(base_profile(lines), cuda)
         return TimedEqSatPass(profile=profile, sizes=sizes, emit="always")
     raise ValueError(f"unknown variant {variant!r}")
 
@@ -524,7 +533,7 @@ class Run:
 
         passes, setup = {}, {}
         for variant in self.args.variants:
-            p = make_pass(variant, self.sizes(), self.cuda)
+            p = make_pass(variant, self.sizes(), self.cuda, self.args.lines)
             if p is None:
                 continue
             with ic.patch(post_grad_custom_post_pass=p):
@@ -827,6 +836,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--dry-reps", type=int, default=5, help="wall-clock calls per row in the dry run")
     ap.add_argument("--no-launches", dest="launches", action="store_false", help="skip the profiler's launch count")
     ap.add_argument("--no-plot", dest="plot", action="store_false", help="skip the PNG")
+    ap.add_argument("--lines", nargs="+", default=[],
+                    help="calibration CSVs whose lines are fitted into the h200 profile for the passes (a trial)")
     ap.add_argument("--budget-s", type=float, default=0.0, help="skip what would start after this many s (0: none)")
     ap.add_argument("--out", default=None, help="default benchmarks/results/ (dry run: /tmp/eqsat_e2e_dryrun)")
     ap.add_argument("--tag", default=None, help="file name tag (default: h200 / the GPU's name, dryrun)")

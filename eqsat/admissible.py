@@ -5,7 +5,8 @@ node's own term) is a candidate only where emit can write it as it stands:
 - a catalog op needs the spelling emit will use in this graph's vocabularies (``VocabIndex.spelling_for``)
   with its ``accepts`` (``eqsat.core.accepts``) holding on its arguments' facts, or else an ``expand``;
 - a reshape needs a shape emit can spell (``fx_out.shape_arg``); no site is ``banned`` (``fx_out.SiteError``);
-- a twin over heads (``eqsat.kernels.inductor``) needs rows that are a symbolic heads x tokens;
+- a twin over heads (``eqsat.kernels.inductor``) needs rows that are a symbolic heads x tokens and its
+  line in the profile (``measured``);
 - its row runs on the profile's ``platform``, and a fused row's GPU implementation loads (``gpu_kernels``);
 - a row that fuses nothing (a lifted norm, quant, ...) is written only in a vocabulary of the graph's
   own unless ``standalone_lifts`` (alone it saves no traffic and stops Inductor fusing the chain).
@@ -38,7 +39,8 @@ class Admissible:
                  originals: Collection[int], shape_args: Mapping[str, object],
                  banned: Collection[int] = (), memo: dict[tuple, _Choice] | None = None,
                  dims: SymbolicDims | None = None, hypothetical: bool = False, platform: str = "any",
-                 gpu_kernels: bool = True, standalone_lifts: bool = True) -> None:
+                 gpu_kernels: bool = True, standalone_lifts: bool = True,
+                 measured: Collection[str] | None = None) -> None:
         self.cost, self.egraph, self.catalog, self.vocab = cost, egraph, catalog, vocab
         self.vocabularies, self.shape_args = list(vocabularies), dict(shape_args)
         self._vkey = tuple(self.vocabularies)
@@ -48,6 +50,7 @@ class Admissible:
         self.own: dict[tuple, _Choice] = {}  # the same, for choices this graph's shape environment made
         self.dims, self.hypothetical = dims, hypothetical
         self.platform, self.gpu_kernels, self.standalone_lifts = platform, gpu_kernels, standalone_lifts
+        self.measured = None if measured is None else frozenset(measured)  # the profile's keys (None: all)
         self._costs: dict[ENode, float] = {}
         self._op_reasons: dict[str, tuple[str, ...]] = {}
 
@@ -93,6 +96,10 @@ class Admissible:
             if spec.is_fused and not anywhere and not self.gpu_kernels:
                 reasons.append(f"{op}: the graph runs on a GPU and AITER's Triton kernels are not installed "
                                "(pip install --no-deps amd-aiter)")
+            key = spec.calibration_key
+            if key.endswith(HEADS_KEY) and self.measured is not None and key not in self.measured:
+                reasons.append(f"{op}: the profile has no line {key} (only a measurement says the chain over "
+                               "heads is the faster)")
             if not (spec.is_fused or spec.expand is not None or self.standalone_lifts or self.hypothetical
                     or self.vocab.spells(op, self.vocabularies)):
                 reasons.append(f"{op} alone is left to Inductor: no vocabulary of the graph spells it, and a lifted "

@@ -292,7 +292,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             admissible = Admissible(cost, eg, options.catalog, vocab, imported.vocabularies,
                                     ser.enode_of_node.values(), imported.shape_args, banned, engine.admissible, dims,
                                     platform=profile.platform, gpu_kernels=gpu_kernels,
-                                    standalone_lifts=options.standalone_lifts)
+                                    standalone_lifts=options.standalone_lifts, measured=profile.kernels)
             selection = EXTRACTORS[options.extractor](eg, admissible)
             reached = check(eg, selection)
             if not banned:

@@ -19,9 +19,9 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
   a larger one than compiled per size (gpt-oss's add + norm + pad first run at M = 8: 2x at M = 8192),
   while at sizes up to the hints it runs as compiled per size. Without hints every size is past them.
   A twin whose row operands are heads (``Twin.heads``) on rows that are a symbolic heads x tokens takes
-  its ``@flat`` line (Inductor's two kernels over the flat rows); the twin over heads its ``@heads`` line,
-  and is infinitely dear where the profile has none or its rows are not heads. An unmeasured form's line
-  is the plain key's.
+  its ``@flat`` line (Inductor's two kernels over the flat rows); the twin over heads its ``@heads`` line
+  (``eqsat.admissible`` makes it no candidate where the profile has none). An unmeasured form's line is
+  the plain key's.
 - Generic ATen ops (and catalog rows keyed ``aten:``, as the pad) are one kernel each, Inductor's, that
   reads its inputs and writes its output, priced by their key's ``DYNAMIC`` line past the hints as twins are.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
@@ -57,7 +57,6 @@ from eqsat.kernels.inductor import FLAT_KEY, HEADS_KEY, TWIN_KEY, heads_of
 VIEW_US = 1e-6
 INDUCTOR_PRIOR = 0.75  # an unmeasured Inductor twin's share of its fused kernel's (or the default) bandwidth
 MEMO_CAP = 1 << 16  # costs a CostMemo keeps before it starts again
-INF = float("inf")
 DYNAMIC = "@dynamic"  # an Inductor kernel's key suffix for its line past a dynamic graph's hints (else the per-size line)
 
 
@@ -331,13 +330,7 @@ class RooflineCost:
         return heads_of(f.shape[0]) if f is not None and len(f.shape) == 2 else None
 
     def at(self, node: ENode, sizes: int | Mapping[str, int], point: int | None = None) -> float:
-        """The own cost of ``node`` at ``sizes`` (size point ``point``, if it is one: its tensors memoised).
-        A twin over heads is no candidate (infinite) where its rows are not heads or the profile has not
-        measured its line: only a measurement says the re-viewed chain is the faster."""
-        spec = self.catalog.get(node.op)
-        if spec is not None and spec.calibration_key.endswith(HEADS_KEY) and (
-                self.heads(node) is None or spec.calibration_key not in self.profile.kernels):
-            return INF
+        """The own cost of ``node`` at ``sizes`` (size point ``point``, if it is one: its tensors memoised)."""
         t = self._traffic(node, sizes, point) if point is not None else self.traffic(node, sizes)
         if t is None:
             return VIEW_US if node.op == "Reshape" else 0.0

@@ -156,7 +156,8 @@ class _Analysis:
                                 read_by_op=read_by_op)
         self.admissible = Admissible(roofline, self.eg, options.catalog, vocab, self.im.vocabularies,
                                      ser.enode_of_node.values(), self.im.shape_args, hypothetical=True,
-                                     platform=profile.platform, standalone_lifts=options.standalone_lifts)
+                                     platform=profile.platform, standalone_lifts=options.standalone_lifts,
+                                     measured=profile.kernels)
         self.cost = roofline
         self.selection: Selection = EXTRACTORS[options.extractor](self.eg, self.admissible) if self.im.roots else {}
         self.nodes_of: dict[int, list[fx.Node]] = {}

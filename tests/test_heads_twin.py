@@ -121,3 +121,24 @@ def test_inside_torch_compile_one_dynamic_graph():
             args = inputs(m)
             q, s = compiled(*args)
             assert fp8_step_error(q, s, *qwen_chain(*args), 128) <= 1.25
+
+
+def qwen_over_heads(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What the pass writes for ``qwen_chain``: the references over the (tokens, H, D) views of the flat rows,
+    the quant's groups the token row's, q and the scale reshaped from there to what the graph returns."""
+    x3 = core.reshape(-1, D).reshape(-1, H, D)
+    z3 = z.reshape(-1, D).reshape(-1, H, D)
+    y32 = ref.rms_norm_gated(x3, z3, w, 1e-6).float()
+    groups = y32.reshape(y32.shape[0], -1, 128)
+    scale = groups.abs().amax(dim=-1, keepdim=True).clamp_min(ref.AMAX_FLOOR) / 448.0
+    q = (groups * (1.0 / scale)).clamp(-448.0, 448.0).to(FN)
+    return q.reshape(core.shape[0], H * D), scale.reshape(-1, H)
+
+
+def test_fuse_over_heads_before_equals_after():
+    """Before ≡ after, targets and arguments (``test_rules.check``), and both sides' values on fresh inputs
+    of another token count within the quant's rounding."""
+    from tests.test_rules import check
+
+    check(qwen_chain, qwen_over_heads, inputs(8192), numerics="rounding", fires=f"fuse-{IH}", post_grad=True,
+          profile=HEADS, sizes=SIZES)

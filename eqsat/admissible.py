@@ -26,7 +26,7 @@ from eqsat.extract.base import CostFn
 from eqsat.fx.emitter import shape_arg
 from eqsat.fx.symbolic import SymbolicDims
 from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.inductor import HEADS_KEY, heads_of
+from eqsat.kernels.inductor import is_over_heads, site_heads
 
 INF = float("inf")
 _Choice = tuple[Spelling | None, tuple[str, ...], frozenset[str]]  # spelling, why none, guards relied on
@@ -96,10 +96,9 @@ class Admissible:
             if spec.is_fused and not anywhere and not self.gpu_kernels:
                 reasons.append(f"{op}: the graph runs on a GPU and AITER's Triton kernels are not installed "
                                "(pip install --no-deps amd-aiter)")
-            key = spec.calibration_key
-            if key.endswith(HEADS_KEY) and self.measured is not None and key not in self.measured:
-                reasons.append(f"{op}: the profile has no line {key} (only a measurement says the chain over "
-                               "heads is the faster)")
+            if is_over_heads(spec) and self.measured is not None and spec.calibration_key not in self.measured:
+                reasons.append(f"{op}: the profile has no line {spec.calibration_key} (only a measurement says the "
+                               "chain over heads is the faster)")
             if not (spec.is_fused or spec.expand is not None or self.standalone_lifts or self.hypothetical
                     or self.vocab.spells(op, self.vocabularies)):
                 reasons.append(f"{op} alone is left to Inductor: no vocabulary of the graph spells it, and a lifted "
@@ -132,12 +131,8 @@ class Admissible:
         spec = self.catalog[node.op]
         spellings = self.vocab.spellings_for(node.op, self.vocabularies)
         if not spellings:
-            if spec.heads and spec.calibration_key.endswith(HEADS_KEY):
-                arg = node.args[spec.param_names.index(spec.heads[0])]
-                f = self.egraph.facts.get(arg.eclass) if isinstance(arg, Ref) else None
-                if f is None or len(f.shape) != 2 or heads_of(f.shape[0]) is None:
-                    rows = "unknown" if f is None else f.shape[0]
-                    return None, (f"{node.op}: its rows ({rows}) are not a symbolic heads x tokens",), frozenset()
+            if is_over_heads(spec) and site_heads(spec, node, self.egraph.facts) is None:
+                return None, (f"{node.op}: its rows are not a symbolic heads x tokens",), frozenset()
             if spec.expand is not None or self.hypothetical:
                 return None, (), frozenset()
             return None, (f"no op spells {node.op} in vocabularies {self.vocabularies}",), frozenset()

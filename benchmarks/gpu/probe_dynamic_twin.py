@@ -120,14 +120,19 @@ def qwen_in(m: int, g: torch.Generator) -> tuple[torch.Tensor, ...]:
     return core, z, torch.ones(128, device="cuda", dtype=torch.bfloat16)
 
 
+def _gated32(x: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+    """vLLM's ``RMSNormGated.forward_native`` over the last dim (fp32, one rounding to bf16)."""
+    x32 = x.float()
+    out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
+    return (out * torch.nn.functional.silu(z.float())).to(x.dtype)
+
+
 def qwen_gated_quant(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """Qwen3-Next's gated norm (32 heads of 128) + group quant as ``e2e_blocks.Qwen3NextGatedOut`` writes it."""
     import e2e_blocks
 
     m = core.shape[0]
-    x32 = core.reshape(-1, 128).float()
-    out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
-    out = (out * torch.nn.functional.silu(z.reshape(-1, 128).float())).to(core.dtype)
+    out = _gated32(core.reshape(-1, 128), z.reshape(-1, 128), w)
     return consume(*e2e_blocks.group_quant(out.reshape(m, 4096)))
 
 
@@ -140,13 +145,6 @@ def qwen_gated_twin(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> tor
     q, s = reference.group_fp8_quant(reference.rms_norm_gated(core.reshape(-1, 128), z.reshape(-1, 128), w, 1e-6),
                                      128, FN)
     return consume(q.reshape(m, 4096), s.reshape(m, 32))
-
-
-def _gated32(x: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """vLLM's ``RMSNormGated.forward_native`` over the last dim (fp32, one rounding to bf16)."""
-    x32 = x.float()
-    out = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()
-    return (out * torch.nn.functional.silu(z.float())).to(x.dtype)
 
 
 def qwen_gated_rows(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,7 @@ from eqsat.core.ir import ZERO_COST_OPS
 from eqsat.core.spec import Operand, Traffic
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.families.aten_ops import ATEN_KEY
-from eqsat.kernels.inductor import FLAT_KEY, HEADS_KEY, TWIN_KEY, heads_of
+from eqsat.kernels.inductor import FLAT_KEY, HEADS_KEY, TWIN_KEY, is_over_heads, site_heads
 
 VIEW_US = 1e-6
 INDUCTOR_PRIOR = 0.75  # an unmeasured Inductor twin's share of its fused kernel's (or the default) bandwidth
@@ -273,7 +273,7 @@ class RooflineCost:
                      for (name, sort), a in zip(spec.params, node.args, strict=True)}
             if any(v is None for v in bound.values()):
                 return Traffic(0, 0, 1), spec.calibration_key
-            flat = spec.heads and not spec.calibration_key.endswith(HEADS_KEY) and self.heads(node) is not None
+            flat = not is_over_heads(spec) and site_heads(spec, node, self.egraph.facts) is not None
             key = self._at_hints(spec.calibration_key + (FLAT_KEY if flat else ""), node.children, sizes)
             first = next((v for v in bound.values() if isinstance(v, Operand)), None)
             formula = spec.traffic_into_op if self._into_op(node) else spec.traffic
@@ -319,15 +319,6 @@ class RooflineCost:
                 if bind_dim(d, sizes) > bind_dim(d, self.hints):
                     return True
         return False
-
-    def heads(self, node: ENode) -> int | None:
-        """H where ``node``'s row has ``heads`` operands and the first one's rows are a symbolic ``H * tokens``."""
-        spec = self.catalog.get(node.op)
-        if spec is None or not spec.heads:
-            return None
-        arg = node.args[spec.param_names.index(spec.heads[0])]
-        f = self.egraph.facts.get(arg.eclass) if isinstance(arg, Ref) else None
-        return heads_of(f.shape[0]) if f is not None and len(f.shape) == 2 else None
 
     def at(self, node: ENode, sizes: int | Mapping[str, int], point: int | None = None) -> float:
         """The own cost of ``node`` at ``sizes`` (size point ``point``, if it is one: its tensors memoised)."""

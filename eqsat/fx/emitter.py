@@ -38,7 +38,7 @@ from eqsat.fx.fake_value import fake_value, row_major_strides
 from eqsat.fx.importer import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.fx.output_layouts import OutputLayouts, layout_summary, shown
 from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.inductor import OverHeads, heads_of, stands_for_chain
+from eqsat.kernels.inductor import OverHeads, site_heads, stands_for_chain
 
 _VIEWS = (torch.ops.aten.view.default, torch.ops.aten.reshape.default)
 CONE_MAX = 256  # original nodes an Inductor twin's kept chain may span (``_kept_chain``)
@@ -237,7 +237,7 @@ class _Emitter:
                 inputs = [named[p] for p in spec.param_names]
                 node = self._kept_chain(enode, inputs, anchor) if stands_for_chain(spec) else None
                 if node is None:
-                    node = self._inline(self._over_heads(spec, named), inputs, anchor)
+                    node = self._inline(self._over_heads(spec, enode), inputs, anchor)
             else:
                 raise RuntimeError(f"no registered op spells {enode.op} in vocabularies {self.im.vocabularies}")
             if spec.is_fused:
@@ -290,16 +290,13 @@ class _Emitter:
             x = x.args[0]  # a node not among the imported ones is one emit wrote
         return x
 
-    @staticmethod
-    def _over_heads(spec: KernelSpec, named: dict[str, object]) -> Callable[..., object]:
-        """``spec.expand``, with a twin over heads given this site's H (``heads_of`` its rows' traced dim)."""
+    def _over_heads(self, spec: KernelSpec, enode: ENode) -> Callable[..., object]:
+        """``spec.expand``, with a twin over heads given this site's H (``site_heads``)."""
         fn = spec.expand
         assert fn is not None
         if not isinstance(fn, OverHeads):
             return fn
-        x = named[fn.viewed[0]]
-        val = x.meta.get("val") if isinstance(x, fx.Node) else None
-        h = heads_of(str(val.shape[0])) if val is not None and val.dim() == 2 else None
+        h = site_heads(spec, enode, self.eg.facts)
         if h is None:
             raise RuntimeError(f"{spec.name}: its rows are not a symbolic heads x tokens")
         return dataclasses.replace(fn, heads=h)

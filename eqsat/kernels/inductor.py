@@ -25,6 +25,7 @@ from typing import Any
 
 import sympy
 
+from eqsat.core.egraph import ENode, Ref, TensorFacts
 from eqsat.core.sexp import Sexp, calls, parse
 from eqsat.core.spec import KernelSpec, Operand, Traffic, TrafficFn
 
@@ -39,10 +40,15 @@ def is_twin(row: KernelSpec) -> bool:
     return row.calibration_key.startswith(TWIN_KEY)
 
 
+def is_over_heads(row: KernelSpec) -> bool:
+    """Whether ``row`` is a twin written over the (tokens, H, D) view (``IH_<key>``)."""
+    return row.calibration_key.endswith(HEADS_KEY)
+
+
 def stands_for_chain(row: KernelSpec) -> bool:
     """Whether ``row`` is a twin standing for the graph's own chain as Inductor compiles it (not the
     chain re-viewed over heads, which no graph holds as written)."""
-    return is_twin(row) and not row.calibration_key.endswith(HEADS_KEY)
+    return is_twin(row) and not is_over_heads(row)
 
 
 @cache
@@ -52,6 +58,16 @@ def heads_of(rows: int | str) -> int | None:
         return None
     coeff, rest = sympy.sympify(rows).as_coeff_Mul()
     return int(coeff) if coeff.is_Integer and coeff > 1 and rest.free_symbols else None
+
+
+def site_heads(row: KernelSpec, node: ENode, facts: Mapping[int, TensorFacts]) -> int | None:
+    """H at e-node ``node`` of ``row``: where the row has ``heads`` operands and the first one is rank 2
+    with rows a symbolic ``H * tokens`` (``heads_of``); else None."""
+    if not row.heads:
+        return None
+    arg = node.args[row.param_names.index(row.heads[0])]
+    f = facts.get(arg.eclass) if isinstance(arg, Ref) else None
+    return heads_of(f.shape[0]) if f is not None and len(f.shape) == 2 else None
 
 
 @dataclass(frozen=True)

@@ -322,7 +322,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         with stage("emit"):
             try:
                 result = fx_out.emit(imported, eg, selection, ser.class_of_node, ser.enode_of_node, options.catalog,
-                                     vocab, lambda: deadline.check("emit"), engine.layouts, admissible.spelling)
+                                     vocab, lambda: deadline.check("emit"), engine.layouts, admissible.spelling,
+                                     engine.traces)
             except fx_out.SiteError as exc:
                 if options.strict or exc.enode in banned or len(banned) >= MAX_DROPPED_SITES:
                     raise

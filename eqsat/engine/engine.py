@@ -38,6 +38,7 @@ from eqsat.engine.saturate import SizeBound
 from eqsat.engine.staging import WITNESS
 from eqsat.fx.importer import Imported
 from eqsat.fx.output_layouts import OutputLayouts
+from eqsat.fx.traces import Traces
 from eqsat.kernels.catalog import Catalog
 
 CLEAR = "clear"
@@ -99,7 +100,8 @@ class Engine:
     than egglog's push/pop, which clones the whole e-graph), so the engine holds no
     row but ``dtype-ok``'s between graphs. ``serves`` says whether it was made for a given catalog
     and rule list. Kept across the graphs too: ``layouts``, the output layouts of the kernels emit wrote
-    (``eqsat.fx.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout; and,
+    (``eqsat.fx.output_layouts.OutputLayouts``), so a kernel's fake value is computed once per layout; the
+    traces of the functions emit inlined (``eqsat.fx.traces.Traces``), so each is traced once per key; and,
     through ``cost_memo``, the own costs of the e-nodes extraction has costed (``eqsat.cost.roofline.CostMemo``,
     by op, arguments and facts).
     """
@@ -131,6 +133,7 @@ class Engine:
         self._vocab: VocabIndex | None = None  # see vocab_index
         self._costs: CostMemo | None = None  # see cost_memo
         self.layouts = OutputLayouts()
+        self.traces = Traces()
         self.admissible: dict[tuple, tuple] = {}  # eqsat.admissible's choices, by op and facts
         self.egraph = eb.EGraph()
         program = [schema(), *shared_schema(), f"(ruleset {NONE})", f"(ruleset {CLEAR})"]

@@ -25,9 +25,7 @@ from functools import cached_property, lru_cache
 
 import torch
 import torch.fx as fx
-from torch._inductor.decomposition import select_decomp_table
 from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.node import map_aggregate
 
 from eqsat.core.egraph import EGraph, ENode, Ref, Selection, TensorFacts
@@ -37,6 +35,7 @@ from eqsat.core.spelling import Spelling, VocabIndex, op_schema
 from eqsat.fx.fake_value import fake_value, row_major_strides
 from eqsat.fx.importer import ALLOCATIONS, Arg, Imported, Slot
 from eqsat.fx.output_layouts import OutputLayouts, layout_summary, shown
+from eqsat.fx.traces import Traces
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.inductor import OverHeads, site_heads, stands_for_chain
 
@@ -76,10 +75,11 @@ class SiteError(RuntimeError):
 class _Emitter:
     def __init__(self, imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
                  enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex, layouts: OutputLayouts | None,
-                 spelling_of: Callable[[ENode], Spelling | None] | None = None) -> None:
+                 spelling_of: Callable[[ENode], Spelling | None] | None = None, traces: Traces | None = None) -> None:
         self.im, self.eg, self.sel, self.catalog, self.vocab = imported, egraph, selection, catalog, vocab
         self.spelling_of = spelling_of
         self.layouts = layouts if layouts is not None else OutputLayouts()
+        self.traces = traces if traces is not None else Traces()
         self.graph = imported.graph
         self.pos = {n: i for i, n in enumerate(imported.nodes)}
         self.class_of_node = class_of_node
@@ -99,7 +99,6 @@ class _Emitter:
         self.class_val = {class_of_node[i]: v for i, v in enumerate(fake_vals)
                           if isinstance(v, torch.Tensor) and i in class_of_node}
         self.reuse_classes: set[int] = set()
-        self.traces: dict[tuple, fx.GraphModule] = {}  # see _inline
         self.projections: dict[int, dict[int, int]] = {}
         for n in egraph.nodes:
             if n.op == "Get":
@@ -341,32 +340,15 @@ class _Emitter:
         return True
 
     def _inline(self, fn: Callable[..., object], args: list[object], anchor: fx.Node) -> object:
-        """Trace ``fn`` on the fake values of its tensor arguments and copy its ATen code before ``anchor``.
-
-        Tracing costs tens of milliseconds, so a trace is reused for every call with the same
-        constants and inputs of the same shapes, strides and dtypes (each layer of a model): its
-        nodes' fake values then describe the new copy exactly, and are shared with it."""
+        """Copy the ATen trace of ``fn`` on the fake values of its tensor arguments before ``anchor``
+        (``eqsat.fx.traces``: a trace is made once per key, its fake values computed again in another
+        graph's mode)."""
         nodes = [a for a in args if isinstance(a, fx.Node)]
-        fakes = [n.meta["val"] for n in nodes]
-        key = (fn, repr([a for a in args if not isinstance(a, fx.Node)]),
-               tuple((str(v.shape), str(v.stride()), v.dtype) for v in fakes))
-        sub = self.traces.get(key)
-        if sub is None:
-            def on_tensors(*tensors: torch.Tensor) -> object:
-                it = iter(tensors)
-                return fn(*(next(it) if isinstance(a, fx.Node) else a for a in args))
-
-            decompositions = select_decomp_table()  # the ATen a post-grad graph holds (no _to_copy)
-            if self.fake_mode is None:
-                sub = make_fx(on_tensors, decompositions, tracing_mode="fake")(*fakes)
-            else:
-                with self.fake_mode:
-                    sub = make_fx(on_tensors, decompositions, tracing_mode="real")(*fakes)
-            self.traces[key] = sub
-        placeholders = [n for n in sub.graph.nodes if n.op == "placeholder"]
+        sub = self.traces.graph(fn, args, [n.meta["val"] for n in nodes], self.fake_mode)
+        placeholders = [n for n in sub.nodes if n.op == "placeholder"]
         val_map: dict[fx.Node, fx.Node] = dict(zip(placeholders, nodes, strict=True))
         with self.graph.inserting_before(anchor):
-            out = self.graph.graph_copy(sub.graph, val_map)
+            out = self.graph.graph_copy(sub, val_map)
         self.result.created.extend(v for k, v in val_map.items() if k.op not in ("placeholder", "output"))
         return tuple(out) if isinstance(out, (list, tuple)) else out
 
@@ -483,14 +465,15 @@ def check_order(graph: fx.Graph, written: list[fx.Node]) -> None:
 def emit(imported: Imported, egraph: EGraph, selection: Selection, class_of_node: dict[int, int],
          enode_of_node: dict[int, int], catalog: Catalog, vocab: VocabIndex,
          check_budget: Callable[[], None] | None = None, layouts: OutputLayouts | None = None,
-         spelling_of: Callable[[ENode], Spelling | None] | None = None) -> EmitResult:
+         spelling_of: Callable[[ENode], Spelling | None] | None = None, traces: Traces | None = None) -> EmitResult:
     """Write ``selection`` into the graph (see the module docstring): ``class_of_node`` and
     ``enode_of_node`` say where each FX node's own term is in ``egraph``. ``check_budget`` is called
     before each root and may raise: every change is then undone. ``layouts``: the kernels' output
-    layouts kept across graphs (``eqsat.fx.output_layouts.OutputLayouts``; a pass's engine holds one).
+    layouts kept across graphs (``eqsat.fx.output_layouts.OutputLayouts``; a pass's engine holds one), and
+    ``traces`` the traces of inlined functions (``eqsat.fx.traces.Traces``; likewise).
     ``spelling_of``: the spelling to write a catalog e-node with (extraction's choice,
     ``eqsat.admissible.Admissible.spelling``; default: the vocabularies' first)."""
-    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab, layouts, spelling_of)
+    em = _Emitter(imported, egraph, selection, class_of_node, enode_of_node, catalog, vocab, layouts, spelling_of, traces)
     graph = imported.graph
     replaced: list[tuple[fx.Node, fx.Node, fx.Node]] = []
     had_users = {n for n in imported.nodes if n.users}

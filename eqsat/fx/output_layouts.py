@@ -50,17 +50,17 @@ _Layout = tuple[tuple[object, ...], tuple[object, ...], object, torch.dtype, tor
 _Entry = tuple[type | None, tuple[_Layout, ...]]
 
 
-def _symbols(obj: object, into: set[sympy.Symbol]) -> set[sympy.Symbol]:
+def key_symbols(obj: object, into: set[sympy.Symbol]) -> set[sympy.Symbol]:
     """The free symbols of the sympy expressions anywhere in ``obj`` (a key: nested tuples)."""
     if isinstance(obj, sympy.Basic):
         into |= obj.free_symbols  # type: ignore[arg-type]
     elif isinstance(obj, tuple):
         for x in obj:
-            _symbols(x, into)
+            key_symbols(x, into)
     return into
 
 
-def _env_state(env: object, symbols: tuple[sympy.Symbol, ...]) -> tuple | None:
+def env_state(env: object, symbols: tuple[sympy.Symbol, ...]) -> tuple | None:
     """What a fake could change in a shape environment (its version counter covers replacements and
     runtime asserts; guards and value ranges apart), or None where torch keeps it otherwise."""
     if env is None:
@@ -146,8 +146,8 @@ class OutputLayouts:
         entry = seen.get(key) if key is not None else None
         if entry is not None:
             return self._made(entry, mode)
-        symbols = tuple(sorted(_symbols(key, set()), key=str)) if key is not None and key not in seen else None
-        before = _env_state(mode.shape_env, symbols) if symbols is not None else None
+        symbols = tuple(sorted(key_symbols(key, set()), key=str)) if key is not None and key not in seen else None
+        before = env_state(mode.shape_env, symbols) if symbols is not None else None
         shared = (key, before[2:]) if before is not None else None
         if shared is not None and shared in self._shared:
             entry = seen[key] = self._in_mode(self._shared[shared], args, mode)
@@ -159,7 +159,7 @@ class OutputLayouts:
                 seen[key] = entry = self._reusable(op, args, out, mode)
             except Exception:  # the check failed to run: the op keeps running under the fake mode
                 seen[key] = entry = None
-            if entry is not None and shared is not None and _env_state(mode.shape_env, symbols) == before:  # type: ignore[arg-type]
+            if entry is not None and shared is not None and env_state(mode.shape_env, symbols) == before:  # type: ignore[arg-type]
                 self._shared[shared] = (entry[0], tuple(_keyed(x) for x in entry[1]))  # type: ignore[misc]
         return out
 

@@ -1,8 +1,8 @@
 """The twin over heads (``eqsat.kernels.inductor``): Qwen3-Next's gated norm + group quant, whose rows are
 the flat (tokens x H, D) view of (tokens, H x D), written over the (tokens, H, D) view in a dynamic graph
 where a measured profile prices Inductor's one kernel there below its two over the flat rows. The shipped
-h200 profile has the flat lines only (docs/gpu.md); ``HEADS`` adds the ``@heads`` lines fitted from the
-committed table, as ``eqsat calibrate`` would."""
+h200 profile has both forms' lines, fitted from the committed table (docs/gpu.md); ``FLAT_ONLY`` is it
+without the ``@heads`` lines."""
 
 from __future__ import annotations
 
@@ -26,7 +26,18 @@ SIZES = (1, 8, 64, 256, 1024, 4096, 8192)
 IH = "IH_rms_gated_group_quant"
 TESTED_RULES = {f"fuse-{IH}"}
 TABLE = "benchmarks/results/h200_calibration_heads.csv"
-HEADS = fit([m for m in read_table(TABLE) if all(HEADS_KEY in c.key for c in m.components)], load_profile("h200"))
+HEADS = load_profile("h200")
+FLAT_ONLY = replace(HEADS, kernels={k: v for k, v in HEADS.kernels.items() if HEADS_KEY not in k})
+
+
+def test_the_shipped_heads_lines_are_the_tables():
+    """The h200 profile's ``@heads`` lines are what ``eqsat calibrate`` fits on the committed table."""
+    fitted = fit([m for m in read_table(TABLE) if all(HEADS_KEY in c.key for c in m.components)], FLAT_ONLY)
+    heads = {k for k in fitted.kernels if HEADS_KEY in k}
+    assert heads == {f"inductor:rms_gated_group_quant{HEADS_KEY}", f"inductor:rms_gated_group_quant{HEADS_KEY}@dynamic"}
+    for k in heads:
+        got, want = HEADS.kernels[k], fitted.kernels[k]
+        assert got.launch_us == pytest.approx(want.launch_us) and got.bandwidth_gbps == pytest.approx(want.bandwidth_gbps)
 
 
 def qwen_chain(core: torch.Tensor, z: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -96,11 +107,10 @@ def test_no_candidate_on_static_rows():
 
 
 def test_no_candidate_without_a_measured_line():
-    """Only a measurement says the re-viewed chain is the faster: without a ``@heads`` line (the shipped
-    h200 profile) the dynamic chain is left alone."""
-    assert not any(HEADS_KEY in k for k in load_profile("h200").kernels)
+    """Only a measurement says the re-viewed chain is the faster: without a ``@heads`` line the dynamic
+    chain is left alone."""
     gm = trace(qwen_chain, *inputs(8192))
-    report = eqsat.optimize(gm, profile="h200", sizes=SIZES, strict=True)
+    report = eqsat.optimize(gm, profile=FLAT_ONLY, sizes=SIZES, strict=True)
     assert IH not in report.kernels_chosen and norm_inputs_rank(gm) == {2}
     assert not report.changed
 

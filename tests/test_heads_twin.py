@@ -152,3 +152,26 @@ def test_fuse_over_heads_before_equals_after():
 
     check(qwen_chain, qwen_over_heads, inputs(8192), numerics="rounding", fires=f"fuse-{IH}", post_grad=True,
           profile=HEADS, sizes=SIZES)
+
+
+def test_a_second_compile_reuses_the_trace_and_writes_the_same_graph():
+    """A process compiling the model again (a new graph, fake mode and shape environment) writes the chain
+    over heads from the trace the first compile made (``eqsat.fx.traces``): the same code, the same values."""
+    p = eqsat.EqSatPass(profile=HEADS, sizes=SIZES, strict=True)
+    first, second = trace(qwen_chain, *inputs(8192)), trace(qwen_chain, *inputs(8192))
+    p(first.graph)
+    p(second.graph)
+    assert p.last_report is not None and p.last_report.kernels_chosen == {IH: 1}
+    traces = p.engine.traces
+    assert (traces.made, traces.remade) == (1, 1)
+    first.recompile()
+    second.recompile()
+    assert first.code == second.code
+
+    def layouts(gm: torch.fx.GraphModule) -> list:
+        return [(tuple(map(str, v.shape)), tuple(map(str, v.stride())), v.dtype) if isinstance(v, torch.Tensor) else str(v)
+                for v in (n.meta.get("val") for n in gm.graph.nodes)]
+
+    assert layouts(first) == layouts(second)
+    modes = {v.fake_mode for n in second.graph.nodes if isinstance(v := n.meta.get("val"), torch._subclasses.FakeTensor)}
+    assert len(modes) == 1  # every value the second graph holds is of its own fake mode

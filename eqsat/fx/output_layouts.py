@@ -22,7 +22,7 @@ in the new mode's shape environment (a symbol as the input's own SymInt).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, nullcontext
 
 import sympy
@@ -44,6 +44,32 @@ def meta_kernel(mode: FakeTensorMode) -> Iterator[None]:
 def sym_expr(d: object) -> object:
     """A size, stride or offset as a hashable value: a symbolic one as its expression."""
     return d.node.expr if isinstance(d, torch.SymInt) else d
+
+
+def tensor_layout(t: torch.Tensor) -> tuple:
+    """A tensor's sizes, strides, offset, dtype and device, symbolic ones as expressions (a key's part)."""
+    return (tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), sym_expr(t.storage_offset()), t.dtype,
+            t.device)
+
+
+def sizes_in(mode: FakeTensorMode, inputs: Iterable[object]) -> Callable[[object], object]:
+    """What makes a size of ``mode`` from an expression kept across modes: an integer as an int, an
+    expression one of the tensors ``inputs`` has (a size, stride or offset) as that tensor's own SymInt,
+    any other made once in the mode's shape environment at its hint."""
+    own = {d.node.expr: d for a in inputs if isinstance(a, torch.Tensor)
+           for d in (*a.shape, *a.stride(), a.storage_offset()) if isinstance(d, torch.SymInt)}
+    env = mode.shape_env
+
+    def made(e: object) -> object:
+        if not isinstance(e, sympy.Basic):
+            return e
+        if isinstance(e, sympy.Integer):
+            return int(e)
+        if e not in own:
+            own[e] = env.create_symintnode(e, hint=int(e.xreplace(hints(env))))  # type: ignore[union-attr]
+        return own[e]
+
+    return made
 
 
 _Layout = tuple[tuple[object, ...], tuple[object, ...], object, torch.dtype, torch.device, object]
@@ -127,8 +153,7 @@ class OutputLayouts:
     def _key(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> tuple | None:
         def arg(a: object) -> object:
             if isinstance(a, torch.Tensor):
-                return (tuple(map(sym_expr, a.shape)), tuple(map(sym_expr, a.stride())), sym_expr(a.storage_offset()), a.dtype,
-                        a.device)
+                return tensor_layout(a)
             if isinstance(a, (list, tuple)):
                 return type(a), tuple(map(arg, a))
             return type(a), a  # 1, 1.0 and True are equal keys: the type tells them apart
@@ -167,19 +192,7 @@ class OutputLayouts:
     def _in_mode(entry: _Entry, args: tuple, mode: FakeTensorMode) -> _Entry:
         """A shared entry's layouts with their sizes in ``mode``: a symbol as the inputs' own SymInt, any
         other expression made in the mode's shape environment at its hint."""
-        own = {d.node.expr: d for a in args if isinstance(a, torch.Tensor) for d in (*a.shape, *a.stride())
-               if isinstance(d, torch.SymInt)}
-        env = mode.shape_env
-
-        def made(e: object) -> object:
-            if not isinstance(e, sympy.Basic):
-                return e
-            if isinstance(e, sympy.Integer):
-                return int(e)
-            if e in own:
-                return own[e]
-            return env.create_symintnode(e, hint=int(e.xreplace(hints(env))))  # type: ignore[union-attr]
-
+        made = sizes_in(mode, args)
         kind, layouts = entry
         return kind, tuple((tuple(map(made, x[0])), tuple(map(made, x[1])), made(x[2]), x[3], x[4], x[5])
                            for x in layouts)

@@ -15,11 +15,10 @@ environment as it found it (no guard, runtime assert, replacement or range added
 decided nothing on a symbol's value, so every value is a function of the key. The values are then made
 as torch's fake-tensor cache makes an op's outputs on a hit (a meta tensor of the recorded layout made
 inside the mode's kernel context, set on its argument's storage for a view op, wrapped as a
-``FakeTensor``); a SymInt as the inputs' own, or made in the
-mode's shape environment at its hint. A trace is shared only if it holds placeholders, ATen calls,
-``getitem`` and its output alone, and every value is a plain strided tensor without grad and no view (as
-``make_fx`` records values: each its own snapshot), or a tuple of them, a SymInt of the key's symbols, or a
-constant.
+``FakeTensor``), their sizes as ``OutputLayouts`` makes a kernel's (``sizes_in``). A trace is shared only
+if it holds placeholders, ATen calls, ``getitem`` and its output alone, and every value is a plain strided
+tensor without grad and no view (as ``make_fx`` records values: each its own snapshot), or a tuple of
+them, a SymInt of the key's symbols, or a constant.
 """
 
 from __future__ import annotations
@@ -37,21 +36,15 @@ from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 from torch.fx.passes.shape_prop import TensorMetadata
 
-from eqsat.fx.output_layouts import env_state, key_symbols, meta_kernel, sym_expr
-from eqsat.fx.symbolic import hints
+from eqsat.fx.output_layouts import env_state, key_symbols, meta_kernel, sizes_in, tensor_layout
 
 _DERIVED = ("val", "tensor_meta")  # what a node's meta holds of its fake value
-
-
-def _layout(t: torch.Tensor) -> tuple:
-    return (tuple(map(sym_expr, t.shape)), tuple(map(sym_expr, t.stride())), sym_expr(t.storage_offset()),
-            t.dtype, t.device)
 
 
 def trace_key(fn: Callable[..., object], args: Sequence[object], fakes: Sequence[torch.Tensor]) -> tuple | None:
     """What a trace of ``fn`` depends on: the function, its arguments that are no graph values (by
     ``repr``), its tensor inputs' layouts; None when that is not hashable."""
-    key = (fn, repr([a for a in args if not isinstance(a, fx.Node)]), tuple(_layout(v) for v in fakes))
+    key = (fn, repr([a for a in args if not isinstance(a, fx.Node)]), tuple(tensor_layout(v) for v in fakes))
     try:
         hash(key)
     except TypeError:
@@ -64,8 +57,8 @@ class _Recipe:
     """What one node's value is made from in another mode. ``kind``: ``"tensor"`` (a tensor of ``layout``,
     on the storage of the value of node ``base``, an index into the graph's nodes, if it is set: a view
     op's), ``"tensors"`` (a tuple of fresh tensors, ``layout`` one per item), ``"getitem"`` (item
-    ``layout`` of node ``base``'s value), ``"sym"`` (the SymInt of
-    expression ``layout``), ``"const"`` (``layout`` itself), ``"input"`` (the next input)."""
+    ``layout`` of node ``base``'s value), ``"sym"`` (the SymInt of expression ``layout``), ``"const"``
+    (``layout`` itself), ``"input"`` (the next input)."""
 
     kind: str
     layout: object = None
@@ -103,7 +96,7 @@ def _recipes(graph: fx.Graph, symbols: set[sympy.Symbol]) -> tuple[_Recipe, ...]
         elif isinstance(v, (tuple, list)):
             if not all(_plain(t) and not t._is_view() for t in v):
                 return None
-            out.append(_Recipe("tensors", tuple(_layout(t) for t in v)))
+            out.append(_Recipe("tensors", tuple(tensor_layout(t) for t in v)))
         elif not _plain(v) or v._is_view():  # type: ignore[union-attr]
             return None
         else:
@@ -113,7 +106,7 @@ def _recipes(graph: fx.Graph, symbols: set[sympy.Symbol]) -> tuple[_Recipe, ...]
             tm = n.meta.get("tensor_meta")
             if tm is not None and (tm.is_quantized or tm.requires_grad):
                 return None
-            out.append(_Recipe("tensor", _layout(v), bases[0] if bases else -1,  # type: ignore[arg-type]
+            out.append(_Recipe("tensor", tensor_layout(v), bases[0] if bases else -1,  # type: ignore[arg-type]
                                () if tm is None else (tm.memory_format,)))
         layouts = out[-1].layout if out[-1].kind == "tensors" else (out[-1].layout,) if out[-1].kind == "tensor" else ()
         if any(not sympy.sympify(d).free_symbols <= symbols for x in layouts for d in (*x[0], *x[1], x[2])):
@@ -175,19 +168,7 @@ def _remade(bare: fx.Graph, recipes: tuple[_Recipe, ...], fakes: Sequence[torch.
     """A copy of ``bare`` whose nodes' values are made in ``mode`` from ``recipes``, ``fakes`` its inputs."""
     graph = fx.Graph()
     graph.output(graph.graph_copy(bare, {}))
-    env = mode.shape_env
-    own = {d.node.expr: d for a in fakes for d in (*a.shape, *a.stride(), a.storage_offset()) if isinstance(d, torch.SymInt)}
-    at = hints(env)
-
-    def sym(e: object) -> object:
-        if not isinstance(e, sympy.Basic):
-            return e
-        if isinstance(e, sympy.Integer):
-            return int(e)
-        if e not in own:
-            own[e] = env.create_symintnode(e, hint=int(e.xreplace(at)))  # type: ignore[union-attr]
-        return own[e]
-
+    sym = sizes_in(mode, fakes)
     inputs = iter(fakes)
     vals: list[object] = []
     with meta_kernel(mode):

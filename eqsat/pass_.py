@@ -20,7 +20,7 @@ import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from eqsat.api import optimize
-from eqsat.cost.roofline import load_profile
+from eqsat.cost.roofline import AUTO, gpu_profile_name, load_profile
 from eqsat.engine.engine import Engine
 from eqsat.options import Options
 from eqsat.report import RUNTIME_FLOATS_HINT, Report
@@ -71,10 +71,15 @@ class SharedEngine:
 
 class EqSatPass(CustomGraphPass):
     """Runs :func:`eqsat.optimize` on each graph; never breaks a compile unless ``strict``. Its deep
-    copies share its engine; its pickles leave it behind (``SharedEngine``)."""
+    copies share its engine; its pickles leave it behind (``SharedEngine``). ``profile="auto"`` is
+    resolved when the pass is made, to the profile of the GPU torch sees (a clear error without one), so
+    that its options and ``uuid`` name the card's profile."""
 
     def __init__(self, options: Options | None = None, **overrides: object) -> None:
-        self.options = replace(options or Options(), **overrides)
+        options = replace(options or Options(), **overrides)
+        if options.profile == AUTO:
+            options = replace(options, profile=gpu_profile_name())
+        self.options = options
         self.last_report: Report | None = None
         self._shared = SharedEngine()
         self._range_sizes: tuple[int, ...] = ()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -166,3 +167,83 @@ def test_the_cost_model_walks_a_row_kernels_rows():
         traffic, key = RooflineCost(eg, Options().catalog, h200, m).traffic(add, m)  # type: ignore[misc]
         assert traffic.rows == m and key == "add_rms_norm"
         assert RooflineCost(eg, Options().catalog, h200, m)(add) == pytest.approx(measured, rel=0.08)
+
+
+def test_lines_a_table_lacks_are_moved_by_the_measured_keys_median_ratio():
+    """A table of another card measuring some keys: the base's other lines keep their latency and row
+    term, their bandwidths scaled by the measured keys' median ratio in each regime (past L2 where both
+    have a line), and the default bandwidth as the lines past L2."""
+    from eqsat.cost.calibrate import move_unmeasured
+
+    past = KernelTiming(1.0, 1000.0)
+    base = Profile("old", 4000.0, 1.5, l2_bytes=4e7, kernels={
+        "a": KernelTiming(1.5, 3000.0, past_l2=past), "b": KernelTiming(4.0, 1200.0), "c": KernelTiming(2.0, 2000.0),
+        "d": KernelTiming(3.0, 500.0, 0.01, past_l2=KernelTiming(2.5, 400.0))})
+    fitted = replace(base, kernels={**base.kernels, "a": KernelTiming(1.4, 1500.0, past_l2=KernelTiming(1.0, 800.0)),
+                                    "b": KernelTiming(4.0, 1080.0), "new": KernelTiming(1.0, 9.0)})
+    moved, how = move_unmeasured(base, fitted, {"a", "b", "new"})
+    assert how.within_l2 == pytest.approx((0.5 + 0.9) / 2) and how.past_l2 == pytest.approx(0.8)
+    assert how.keys == ("c", "d")
+    assert moved.kernels["a"] == fitted.kernels["a"] and moved.kernels["new"] == fitted.kernels["new"]
+    assert moved.kernels["c"] == KernelTiming(2.0, 2000.0 * 0.7)
+    assert moved.kernels["d"] == KernelTiming(3.0, 500.0 * 0.7, 0.01, past_l2=KernelTiming(2.5, 400.0 * 0.8))
+    assert moved.bandwidth_gbps == pytest.approx(4000.0 * 0.8) and moved.launch_us == 1.5
+    with pytest.raises(ValueError, match="nothing says how lines move"):
+        move_unmeasured(base, fitted, {"new"})
+
+
+def test_the_shipped_h100_profile_is_its_tables_fit_with_the_h200_lines_it_lacks_moved(tmp_path):
+    """``h100.json`` is what its description's command writes: the H100 table's fit on the h200
+    profile, the nine lines that table does not measure moved from the h200's (estimates, named)."""
+    h100 = load_profile("h100")
+    desc = h100.description
+    out = tmp_path / "h100.json"
+    assert cli.main(["calibrate", "benchmarks/results/h100_calibration.csv", "--device", "h200", "--name", "h100",
+                     "--move-unmeasured", "--description", desc, "--out", str(out)]) == 0
+    again = load_profile(str(out))
+    assert again.name == "h100" and again.platform == "triton"
+    assert set(again.kernels) == set(h100.kernels) == set(load_profile("h200").kernels)
+    for key, line in h100.kernels.items():
+        for got, want in ((again.kernels[key], line), (again.kernels[key].past_l2, line.past_l2)):
+            assert (got is None) == (want is None), key
+            if got is not None:
+                assert got.launch_us == pytest.approx(want.launch_us, rel=1e-9, abs=1e-12), key
+                assert got.bandwidth_gbps == pytest.approx(want.bandwidth_gbps, rel=1e-9), key
+                assert got.row_us == pytest.approx(want.row_us, rel=1e-9, abs=1e-15), key
+    assert again.bandwidth_gbps == pytest.approx(h100.bandwidth_gbps, rel=1e-9)
+    measured = {m.components[0].key for m in read_table("benchmarks/results/h100_calibration.csv")}
+    with open("benchmarks/results/h100_calibration.csv", newline="") as fh:
+        assert {row["device"] for row in csv.DictReader(fh)} == {"h100"}
+    unmeasured = sorted(set(h100.kernels) - measured)
+    assert len(unmeasured) == 9 and "inductor:rms_gated_group_quant@heads" in unmeasured
+    assert "h100_calibration.csv" in desc and "estimates, not measurements" in desc
+
+
+@pytest.mark.parametrize("gpu, want", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
+                                       ("AMD Instinct MI300X", "mi300x"), ("AMD Instinct MI355X", "mi355x")])
+def test_auto_is_the_profile_measured_on_the_gpu_torch_sees(monkeypatch, gpu, want):
+    import torch
+
+    from eqsat import EqSatPass
+    from eqsat.cost.roofline import gpu_profile_name
+
+    assert gpu_profile_name(gpu) == want
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: gpu)
+    assert load_profile("auto") is load_profile(want)
+    p = EqSatPass(profile="auto")
+    assert p.options.profile == want  # resolved once: the options and uuid name the card's profile
+    assert p.uuid() == EqSatPass(profile=want).uuid()
+
+
+def test_auto_without_a_known_gpu_is_a_clear_error(monkeypatch):
+    import torch
+
+    from eqsat import EqSatPass
+    from eqsat.cost.roofline import gpu_profile_name
+
+    with pytest.raises(ValueError, match="no shipped profile was measured on a 'NVIDIA A100"):
+        gpu_profile_name("NVIDIA A100-SXM4-80GB")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match="needs a GPU torch can see"):
+        EqSatPass(profile="auto")

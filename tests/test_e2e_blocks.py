@@ -208,6 +208,9 @@ def test_trial_lines_enter_both_passes_profiles(e2e, tmp_path) -> None:  # noqa:
         if variant == "eqsat":  # always-fuse also frees its fused rows' lines
             assert all(kernels[k] == v for k, v in base.kernels.items() if k not in trial)
     assert e2e.make_pass("eqsat", (8, 8192), False).options.profile is base
+    h100 = e2e.make_pass("eqsat", (8, 8192), False, profile="h100").options.profile
+    assert h100 is load_profile("h100")  # --profile: the card's own (auto on a GPU)
+    assert e2e.make_pass("always_fuse", (8, 8192), False, profile="h100").options.profile.name == "h100-always-fuse"
 
 
 def test_the_fp8_gemms_compute_the_product_of_the_dequantised_operands(e2e) -> None:  # noqa: ANN001

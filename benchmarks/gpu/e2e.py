@@ -3,8 +3,9 @@ blocks in ``e2e_blocks.py`` (DeepSeek-V3 layer, Llama-3.1-8B FP8 layer, Qwen3-Ne
 gpt-oss norm + pad + router), each compiled three ways:
 
   inductor      ``torch.compile`` with Inductor alone
-  eqsat         the same with ``post_grad_custom_post_pass = EqSatPass(profile="h200", sizes=...)``
-  always_fuse   the same pass with the h200 profile in which every fused ``K_*`` kernel available on the
+  eqsat         the same with ``post_grad_custom_post_pass = EqSatPass(profile=..., sizes=...)``, the profile
+                ``--profile`` (default ``auto``: the one measured on the GPU the run has; the dry run's: h200)
+  always_fuse   the same pass with that profile in which every fused ``K_*`` kernel available on the
                 device (platform ``triton`` / ``any`` on CUDA) costs ~0 (0.01 µs a launch, 1e12 GB/s) and
                 ``emit="always"``: a fused kernel wherever one applies (a vLLM-style always-fuse pass)
 
@@ -20,7 +21,7 @@ round``, the default: a kernel whose source an earlier variant of the round comp
 cache emptied each round), so a kernel two variants both run runs alike in both. ``--rounds K`` compiles and
 times every variant K times in turn and reports the median speedup and the rounds' range. One pass object per variant serves the whole run (as a process sets the pass once); its
 set-up on the warm-up graph is reported apart; ``--lines CSV..`` fits those calibration tables' lines into the
-passes' h200 profile for the run (a line's trial before it enters the shipped profile). The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
+passes' profile for the run (a line's trial before it enters the shipped profile). The fp8 GEMMs are ``--gemm`` (``e2e_blocks.GEMMS``; default
 ``dispatch``: AITER's Triton or cuBLAS's fp8 GEMM, the faster correct one per shape).
 
 Per (block, variant, M): the whole forward timed in CUDA graphs. ``--timing interleaved`` (the default): each
@@ -91,11 +92,11 @@ import native  # noqa: E402  (this folder: the fp8 checks)
 import torch  # noqa: E402
 import torch.fx as fx  # noqa: E402
 from e2e_report import VariantStats, compact_table, markdown, plot  # noqa: E402  (this folder: the reports)
-from gpu_timing import log  # noqa: E402
+from gpu_timing import gpu_tag, log  # noqa: E402
 
 import eqsat  # noqa: E402
 from eqsat.cost import calibrate  # noqa: E402
-from eqsat.cost.roofline import KernelTiming, Profile, load_profile  # noqa: E402
+from eqsat.cost.roofline import KernelTiming, Profile, gpu_profile_name, load_profile  # noqa: E402
 from eqsat.fx.capture import copy_graph  # noqa: E402
 
 VARIANTS = ("inductor", "eqsat", "always_fuse")
@@ -178,20 +179,21 @@ def always_fuse_profile(base: str | Profile = "h200", cuda: bool = True) -> tupl
     return dataclasses.replace(p, name=f"{p.name}-always-fuse", kernels=kernels, description=desc), rows
 
 
-def base_profile(lines: Sequence[str] = ()) -> Profile:
-    """The h200 profile, with the lines fitted on the calibration tables ``lines`` where given (lines a
+def base_profile(lines: Sequence[str] = (), profile: str = "h200") -> Profile:
+    """The profile ``profile``, with the lines fitted on the calibration tables ``lines`` where given (lines a
     run tries before they enter the shipped profile, e.g. ``h200_calibration_heads.csv``)."""
-    p = load_profile("h200")
+    p = load_profile(profile)
     return calibrate.fit(calibrate.read_table(*lines), p) if lines else p
 
 
-def make_pass(variant: str, sizes: int | tuple[int, ...], cuda: bool, lines: Sequence[str] = ()) -> TimedEqSatPass | None:
+def make_pass(variant: str, sizes: int | tuple[int, ...], cuda: bool, lines: Sequence[str] = (),
+              profile: str = "h200") -> TimedEqSatPass | None:
     if variant == "inductor":
         return None
     if variant == "eqsat":
-        return TimedEqSatPass(profile=base_profile(lines), sizes=sizes)
+        return TimedEqSatPass(profile=base_profile(lines, profile), sizes=sizes)
     if variant == "always_fuse":
-        profile, _ = always_fuse_profile(base_profile(lines), cuda)
+        profile, _ = always_fuse_profile(base_profile(lines, profile), cuda)
         return TimedEqSatPass(profile=profile, sizes=sizes, emit="always")
     raise ValueError(f"unknown variant {variant!r}")
 
@@ -533,7 +535,7 @@ class Run:
 
         passes, setup = {}, {}
         for variant in self.args.variants:
-            p = make_pass(variant, self.sizes(), self.cuda, self.args.lines)
+            p = make_pass(variant, self.sizes(), self.cuda, self.args.lines, self.args.profile)
             if p is None:
                 continue
             with ic.patch(post_grad_custom_post_pass=p):
@@ -837,12 +839,19 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--no-launches", dest="launches", action="store_false", help="skip the profiler's launch count")
     ap.add_argument("--no-plot", dest="plot", action="store_false", help="skip the PNG")
     ap.add_argument("--lines", nargs="+", default=[],
-                    help="calibration CSVs whose lines are fitted into the h200 profile for the passes (a trial)")
+                    help="calibration CSVs whose lines are fitted into the passes' profile (a trial)")
+    ap.add_argument("--profile", default=None,
+                    help="the passes' device profile: a name, a .json path or auto (default: auto, the one measured "
+                         "on this GPU; the dry run's: h200)")
     ap.add_argument("--budget-s", type=float, default=0.0, help="skip what would start after this many s (0: none)")
     ap.add_argument("--out", default=None, help="default benchmarks/results/ (dry run: /tmp/eqsat_e2e_dryrun)")
     ap.add_argument("--tag", default=None, help="file name tag (default: h200 / the GPU's name, dryrun)")
     args = ap.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
+    if args.profile is None:
+        args.profile = "h200" if args.dry_run else "auto"
+    if args.profile == "auto":
+        args.profile = gpu_profile_name()
     if args.M is None:
         args.M = list(DRY_M if args.dry_run else QUICK_M if args.quick else DEFAULT_M)
     if args.exec == "fx" and not args.dry_run:
@@ -850,15 +859,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.out is None:
         args.out = "/tmp/eqsat_e2e_dryrun" if args.dry_run else os.path.join(ROOT, "benchmarks", "results")
     if args.tag is None:
-        args.tag = "dryrun" if args.dry_run else _gpu_tag()
+        args.tag = "dryrun" if args.dry_run else gpu_tag()
     return args
-
-
-def _gpu_tag() -> str:
-    if not torch.cuda.is_available():
-        return "gpu"
-    name = torch.cuda.get_device_name(0)
-    return "h200" if "H200" in name else "".join(ch for ch in name.lower() if ch.isalnum())[:16] or "gpu"
 
 
 def main(argv: Sequence[str] | None = None) -> Run:
@@ -870,8 +872,8 @@ def main(argv: Sequence[str] | None = None) -> Run:
         torch.set_num_threads(1)  # wall-clock times on a shared CPU: no OpenMP threads spinning against each other
     for line in env_lines(not args.dry_run):
         log(line)
-    _, free = always_fuse_profile("h200", cuda=not args.dry_run)
-    log(f"blocks {args.blocks}; variants {args.variants}; M {args.M}; compile {args.compile}; "
+    _, free = always_fuse_profile(args.profile, cuda=not args.dry_run)
+    log(f"profile {args.profile}; blocks {args.blocks}; variants {args.variants}; M {args.M}; compile {args.compile}; "
         f"eqsat sizes {args.eqsat_sizes}; exec {args.exec}; always_fuse frees {free}")
     warm_up_compiler(torch.device("cpu" if args.dry_run else "cuda"), args.exec == "fx")
     run = Run(args)

@@ -15,6 +15,22 @@ import time
 from aiter_triton import find_aiter_dir
 
 
+def gpu_tag():
+    """A short name of the GPU torch sees, for file names and tables: its shipped profile's name where
+    one was measured on that card (``h200``, ``h100``), else its name's letters and digits."""
+    import torch
+
+    from eqsat.cost.roofline import gpu_profile_name
+
+    if not torch.cuda.is_available():
+        return "gpu"
+    name = torch.cuda.get_device_name(0)
+    try:
+        return gpu_profile_name(name)
+    except ValueError:
+        return "".join(ch for ch in name.lower() if ch.isalnum())[:16] or "gpu"
+
+
 def log(*a):
     print(*a, flush=True)
 

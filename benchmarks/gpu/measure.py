@@ -53,9 +53,10 @@ kernels it really emitted. ``launches`` is counted with the PyTorch profiler (ke
 if the profiler fails, the expected count is written instead (the detail file says which).
 
 Outputs (under --out, default $OUT or benchmarks/results):
-    h200_calibration.csv          key,M,N,G,dtype,device,us,bytes,launches,check
-    h200_calibration_detail.csv   per row: both timing repeats, spread, check error, kernel names
-    h200_calibration.log          the run's log (environment, patches, GPU clocks, copy bandwidth)
+    <tag>_calibration.csv         key,M,N,G,dtype,device,us,bytes,launches,check (tag, and the device column:
+                                  the card's profile name, h200 / h100, from gpu_timing.gpu_tag; dry run: dryrun)
+    <tag>_calibration_detail.csv  per row: both timing repeats, spread, check error, kernel names
+    h200_calibration.log          the run's log, by the tee below (environment, patches, GPU clocks, copy bandwidth)
 
 How to run it through the device tool (from the repo root here; the amd-aiter wheel must be in .whl/,
 fetched with `python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp
@@ -104,6 +105,7 @@ from gpu_timing import (
     count_launches,
     env_report,
     gpu_state,
+    gpu_tag,
     log,
     setup_torch,
     wait_workers,
@@ -190,8 +192,9 @@ def run_main(args):
     if args.warm_workers > 0:
         spawn_warm(args)
 
-    csv_path = os.path.join(out_dir, "h200_calibration.csv")
-    det_path = os.path.join(out_dir, "h200_calibration_detail.csv")
+    tag = "dryrun" if args.dry_run else gpu_tag()  # the card's profile name (h200, h100, ...)
+    csv_path = os.path.join(out_dir, f"{tag}_calibration.csv")
+    det_path = os.path.join(out_dir, f"{tag}_calibration_detail.csv")
     fcsv = open(csv_path, "w", newline="")  # noqa: SIM115
     fdet = open(det_path, "w", newline="")  # noqa: SIM115
     wc, wd = csv.writer(fcsv), csv.writer(fdet)
@@ -261,7 +264,7 @@ def run_main(args):
                         N,
                         args.G,
                         "bf16",
-                        "h200",
+                        tag,
                         f"{us:.3f}",
                         min_bytes(key, M, N, args.G),
                         launches,

@@ -6,7 +6,9 @@ launches, rows) component, so a row can be one kernel (``fused``) or several run
 model per key is ``launches * launch_us + rows * row_us + bytes / bandwidth``, linear in the unknowns
 ``launch_us``, ``row_us`` and ``1/bandwidth``, so all keys are fitted at once by non-negative least
 squares on relative errors (every row weighs the same whether it takes 2 µs or 200 µs); a key measured
-on both sides of the device's L2 gets a line for each side.
+on both sides of the device's L2 gets a line for each side. A profile for another card whose table
+measures only some keys can take the rest from the base profile, moved (``move_unmeasured``): their
+bandwidths scaled by how the measured keys' bandwidths moved between the two cards.
 
 Table format (CSV, one row per measured kernel): ``key,M,N,G,dtype,device,us,bytes,launches``
 (extra columns are ignored). ``fit`` returns a new :class:`~eqsat.cost.roofline.Profile`; ``evaluate``
@@ -16,6 +18,7 @@ reports median relative error and Spearman rank correlation of predicted against
 from __future__ import annotations
 
 import csv
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -117,6 +120,40 @@ def fit(measurements: Sequence[Measurement], base: Profile) -> Profile:
     for key in sorted({c.key for c in comps}):
         kernels[key] = replace(line((key, False)), past_l2=line((key, True)) if key in split else None)
     return replace(base, kernels=kernels)
+
+
+@dataclass(frozen=True)
+class Moved:
+    """How ``move_unmeasured`` moved the base profile's other lines: the median ratio of the measured keys'
+    fitted bandwidth to the base's, within L2 (their main lines) and past it (where both have a line), and
+    the keys moved."""
+
+    within_l2: float
+    past_l2: float
+    keys: tuple[str, ...]
+
+
+def move_unmeasured(base: Profile, fitted: Profile, measured: Iterable[str]) -> tuple[Profile, Moved]:
+    """``fitted`` (``base`` refitted on a table of another card measuring keys ``measured``) with every other
+    line of ``base`` moved to that card: its bandwidths scaled by the median ratio of the measured keys'
+    fitted bandwidth to ``base``'s in the same regime, its latency and row term kept; the profile's
+    default bandwidth (a streaming figure) scaled as the lines past L2."""
+    measured = set(measured)
+    common = sorted(k for k in measured if k in base.kernels)
+    if not common:
+        raise ValueError("the table measures no key the base profile has a line for: nothing says how lines move")
+    within = statistics.median(fitted.kernels[k].bandwidth_gbps / base.kernels[k].bandwidth_gbps for k in common)
+    both = [(f, b) for f, b in ((fitted.kernels[k].past_l2, base.kernels[k].past_l2) for k in common)
+            if f is not None and b is not None]
+    past = statistics.median(f.bandwidth_gbps / b.bandwidth_gbps for f, b in both) if both else within
+
+    def moved(line: KernelTiming, ratio: float) -> KernelTiming:
+        return replace(line, bandwidth_gbps=line.bandwidth_gbps * ratio,
+                       past_l2=None if line.past_l2 is None else moved(line.past_l2, past))
+
+    rest = tuple(sorted(set(base.kernels) - measured))
+    kernels = {**fitted.kernels, **{k: moved(base.kernels[k], within) for k in rest}}
+    return replace(fitted, kernels=kernels, bandwidth_gbps=base.bandwidth_gbps * past), Moved(within, past, rest)
 
 
 @dataclass(frozen=True)

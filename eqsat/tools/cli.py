@@ -1,6 +1,7 @@
 """The ``eqsat`` command line.
 
-- ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png]``: fit a device profile;
+- ``eqsat calibrate TABLE --device h200 [--out P.json] [--plot P.png] [--name N --move-unmeasured]``: fit a
+  device profile (on another card's table, moving the lines it does not measure);
 - ``eqsat explain GRAPH [--inputs FILE.py:example_inputs] [--kernels FILE.py:KERNELS] [--discover]``:
   every place a catalog (or ``--kernels``) kernel could apply, chosen or why not; ``--discover`` ranks uncovered chains;
 - ``eqsat check-equiv GRAPH GRAPH [--inputs FILE.py:example_inputs]``: exit 0 when every output is
@@ -40,6 +41,13 @@ def _calibrate(args: argparse.Namespace) -> int:
         if not table:
             raise SystemExit(f"eqsat calibrate: no measurements of {', '.join(args.keys)}")
     profile = calibrate.fit(table, base)
+    if args.move_unmeasured:
+        profile, moved = calibrate.move_unmeasured(base, profile, {c.key for m in table for c in m.components})
+        print(f"{len(moved.keys)} lines of {base.name} the table does not measure moved by the measured keys' "
+              f"median bandwidth ratio: {moved.within_l2:.3f} within L2, {moved.past_l2:.3f} past it (and the "
+              f"default bandwidth): {', '.join(moved.keys)}")
+    profile = dataclasses.replace(profile, name=args.name or profile.name,
+                      description=args.description if args.description is not None else profile.description)
     fitted = calibrate.evaluate(table, profile)
     print(f"{fitted.n} measurements, {len(profile.kernels)} kernel keys fitted on {base.name}")
     print(f"median relative error {fitted.median_rel_error:.1%}, max {fitted.max_rel_error:.1%}, "
@@ -150,6 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     cal.add_argument("--device", default="h200", help="base profile name or .json path (default h200)")
     cal.add_argument("--out", help="write the fitted profile here (JSON)")
     cal.add_argument("--plot", help="write a predicted-vs-measured plot here (PNG)")
+    cal.add_argument("--name", help="the fitted profile's name (default: the base's)")
+    cal.add_argument("--description", help="the fitted profile's description (default: the base's)")
+    cal.add_argument("--move-unmeasured", action="store_true",
+                     help="a table of another card: the base's lines it does not measure are moved to that card "
+                          "(bandwidths scaled by the measured keys' median ratio; eqsat.cost.calibrate.move_unmeasured)")
     cal.set_defaults(func=_calibrate)
     ex = sub.add_parser("explain", help="where each kernel could apply, chosen or not and why")
     ex.add_argument("function", help="FILE.py:function or GRAPH.json")

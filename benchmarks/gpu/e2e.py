@@ -43,7 +43,7 @@ region's predicted speedup and the whole forward's (``t_inductor / (t_inductor -
 beside the measured one.
 
 Outputs under ``--out`` (default benchmarks/results/; the tables and the plot made by ``e2e_report``): ``e2e_<tag>.csv`` (one row per block, variant, M),
-``e2e_<tag>_compile.csv`` (per block and variant: compiles, compile s, pass s, share), ``e2e_<tag>.md``,
+``e2e_<tag>_compile.csv`` (per block and variant: compiles, compile s, pass s, share, the pass's stages), ``e2e_<tag>.md``,
 ``e2e_<tag>.png`` (speedup vs M per block; skipped without matplotlib), ``e2e_<tag>_graphs.txt`` (the
 post-grad graphs after the pass, and the kernels chosen). Rows are written as they are timed (interleaved: at
 the round's end), so a run cut short keeps what it timed; ``--budget-s`` skips what would start after that
@@ -635,6 +635,9 @@ class Run:
                 st.eqsat_ops = fmt_kernels(ops_of(mine))
                 st.pass_s = sum(c.seconds for c in mine)
                 st.pass_calls = len(mine)
+                for c in mine:
+                    for stage, ms in (c.report.stage_ms if c.report else {}).items():
+                        st.pass_stages_ms[stage] = st.pass_stages_ms.get(stage, 0.0) + ms
                 st.graphs = [f"-- {name} / {variant} / compiled at {c.label}: {c.nodes_before} -> {c.nodes_after} "
                              f"nodes, pass {c.seconds * 1e3:.1f} ms, eqsat ops {fmt_kernels(c.eqsat_ops)}\n"
                              f"report: {c.report.summary() if c.report else 'none (pass failed)'}\n{c.code_after}"
@@ -766,10 +769,12 @@ class Run:
         with open(self.prefix + "_compile.csv", "w", newline="") as f:
             w = csv.writer(f)
             w.writerow(["block", "variant", "round", "compiles", "compile_s", "backend_s", "pass_s", "pass_calls",
-                        "pass_share", "pass_share_of_inductor_compile", "kernels", "eqsat_ops", "error"])
+                        "pass_share", "pass_share_of_inductor_compile", "pass_stages_ms", "kernels", "eqsat_ops",
+                        "error"])
             for s in self.stats:
                 w.writerow([s.block, s.variant, s.round, s.compiles, f"{s.compile_s:.2f}", f"{s.backend_s:.2f}",
-                            f"{s.pass_s:.3f}", s.pass_calls, f"{s.share:.4f}", f"{s.share_cold:.4f}", s.kernels, s.eqsat_ops,
+                            f"{s.pass_s:.3f}", s.pass_calls, f"{s.share:.4f}", f"{s.share_cold:.4f}",
+                            " ".join(f"{k} {v:.1f}" for k, v in s.pass_stages_ms.items()), s.kernels, s.eqsat_ops,
                             s.error])
         with open(self.prefix + "_graphs.txt", "w") as f:
             for s in self.stats:

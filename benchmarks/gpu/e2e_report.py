@@ -17,8 +17,8 @@ from gpu_timing import log
 
 @dataclass
 class VariantStats:
-    """One block and variant in one round: its compiles and their seconds, the pass's seconds and calls,
-    the kernels and ops it wrote, and the post-grad graphs after it."""
+    """One block and variant in one round: its compiles and their seconds, the pass's seconds, calls and
+    stages, the kernels and ops it wrote, and the post-grad graphs after it."""
 
     block: str
     variant: str
@@ -28,6 +28,7 @@ class VariantStats:
     backend_s: float = 0.0
     pass_s: float = 0.0
     pass_calls: int = 0
+    pass_stages_ms: dict[str, float] = field(default_factory=dict)  # the calls' stages (Report.stage_ms), summed
     kernels: str = "-"
     eqsat_ops: str = "-"
     error: str = ""

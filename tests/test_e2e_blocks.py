@@ -344,3 +344,21 @@ def test_a_replay_that_fails_marks_its_rows_and_the_run_goes_on(e2e, tmp_path: P
     got = {int(r["M"]): r for r in run.rows}
     assert got[64]["check"] == "error" and "replay failed" in got[64]["detail"] and got[64]["us"] == ""
     assert got[8]["check"] == "ok" and got[8]["us"] == "8.00"
+
+
+@pytest.mark.parametrize("gpu, tag", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),
+                                      ("NVIDIA A100-SXM4-80GB", "nvidiaa100sxm480")])
+def test_result_files_are_named_by_the_cards_profile(e2e, monkeypatch, gpu, tag) -> None:  # noqa: ANN001
+    """``measure.py`` and ``e2e.py`` name their files (and the calibration table its device column) by the
+    card: its profile's name where one was measured on it, else the letters and digits of its name."""
+    import gpu_timing
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda *a: gpu)
+    assert gpu_timing.gpu_tag() == tag
+    assert e2e.parse(["--blocks", "gptoss", "--profile", "h200"]).tag == tag
+    if tag in ("h100", "h200"):
+        assert e2e.parse(["--blocks", "gptoss"]).profile == tag  # --profile auto: the card's own
+    else:  # no profile measured on that card: a clear error, unless one is named
+        with pytest.raises(SystemExit):
+            e2e.parse(["--blocks", "gptoss"])

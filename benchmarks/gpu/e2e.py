@@ -856,7 +856,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.profile is None:
         args.profile = "h200" if args.dry_run else "auto"
     if args.profile == "auto":
-        args.profile = gpu_profile_name()
+        try:
+            args.profile = gpu_profile_name()
+        except ValueError as exc:
+            ap.error(f"--profile auto: {exc}")
     if args.M is None:
         args.M = list(DRY_M if args.dry_run else QUICK_M if args.quick else DEFAULT_M)
     if args.exec == "fx" and not args.dry_run:

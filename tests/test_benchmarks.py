@@ -6,9 +6,11 @@ every site it fuses."""
 from __future__ import annotations
 
 import dataclasses
+import re
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import torch
@@ -468,3 +470,34 @@ def test_a_graph_the_baseline_raises_on_is_left_out_and_named(full_baseline):
     with pytest.raises(BaselineRaised, match="2-D"):
         bench.baseline_run(models.deepseek_v32_indexer_3d())
     assert bench.baseline_run(models.deepseek_v32_indexer()) == 1
+
+
+def test_reprice_reproduces_a_runs_own_predictions_from_its_saved_graphs(tmp_path, capsys):
+    """``benchmarks.reprice`` on rows of the H100 e2e run: under the profile the run priced with (h200),
+    the saved graphs (the dynamic one at the run's first M, 8192) give the run's own predicted speedups;
+    the errors it prints are predicted over measured."""
+    import csv
+
+    from benchmarks import reprice
+
+    src = Path("benchmarks/results/e2e_nvidiah10080gbhb.csv")
+    rows = [r for r in csv.DictReader(src.open()) if r["block"] in ("gptoss", "qwen3next") and r["M"] in ("1", "8192")]
+    run = tmp_path / "run.csv"
+    with run.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    points = reprice.read_run(run)
+    assert sorted(points) == [("gptoss", 1), ("gptoss", 8192), ("qwen3next", 1), ("qwen3next", 8192)]
+    assert all(len(p.measured) == 3 for p in points.values())  # three rounds
+    reprice.main([str(run), "--profiles", "h200", "--hint", "8192"])
+    out = capsys.readouterr().out
+    seen = 0
+    for line in out.splitlines():
+        got = re.fullmatch(r"(gptoss|qwen3next)\s+\d+\s+([\d.]+)\s+([\d.]+)\s+([\d.]+) \(\s*([-+\d.]+)%\)", line)
+        if got:
+            measured, run_pred, pred, err = (float(v) for v in got.groups()[1:])
+            assert pred == pytest.approx(run_pred, abs=2e-3), line  # the run's own prediction, again
+            assert err == pytest.approx((pred / measured - 1) * 100, abs=0.06), line
+            seen += 1
+    assert seen == 4 and "h200: errors" in out

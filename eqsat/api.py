@@ -16,7 +16,7 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 
@@ -103,16 +103,18 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
     return EXTRACTORS[extractor](eg, cost)
 
 
-def _slower_at(eg: EGraph, cost: RooflineCost, before: Selection, selection: Selection,
-               reached: list[int]) -> tuple[object, float, float] | None:
-    """The first size point of ``cost`` where ``selection`` is predicted slower than ``before``: (size, after
-    µs, before µs); None where it is nowhere slower."""
-    after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
-    was = cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before))
-    for point, a, b in zip(cost.points, after, was, strict=True):
+def _slower_at(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> tuple[object, float, float] | None:
+    """The first size point where the graph is predicted slower after (``after`` µs at each point) than
+    before (``was``): (size, after µs, before µs); None where it is nowhere slower."""
+    for point, a, b in zip(points, after, was, strict=True):
         if a > b + IMPROVEMENT_EPS_US:
             return point, a, b
     return None
+
+
+def _point_key(point: object) -> int | str:
+    """A size point as ``Report.predicted_at`` names it: its int, or its mapping written out."""
+    return point if isinstance(point, int) else ", ".join(f"{k}={v}" for k, v in sorted(point.items()))
 
 
 def _only_twins(eg: EGraph, selection: Selection, ser: serialize.Serialized, catalog: Catalog) -> bool:
@@ -304,7 +306,9 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         native = set(imported.vocabularies) <= {"aten"}
         margin = max(NATIVE_MARGIN_US, NATIVE_MARGIN * report.predicted_before_us) if native else IMPROVEMENT_EPS_US
         faster = report.predicted_after_us < report.predicted_before_us - margin
-        slower = _slower_at(eg, cost, before, selection, reached) if faster and len(cost.points) > 1 else None
+        was = cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before))
+        after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
+        slower = _slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
         if slower is not None:
             faster = False  # one graph runs at every size of the range: it must not lose at any
             report.declined = "predicted slower at size {} ({:.2f} against {:.2f} us)".format(*slower)
@@ -314,7 +318,10 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         elif not faster and report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US:
             report.declined = (f"predicted saving {report.predicted_saving_us:.2f} us is below the native graph's "
                                f"margin {margin:.2f} us (the cost model's error)")
-        if not faster and options.emit != "always":
+        written = faster or options.emit == "always"
+        report.predicted_at = {_point_key(p): (b, a if written else b) for p, b, a in zip(cost.points, was, after,
+                                                                                      strict=True)}
+        if not written:
             report.predicted_after_us = report.predicted_before_us
             return
         report.declined = ""

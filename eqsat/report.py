@@ -19,6 +19,9 @@ class Report:
     kernels_chosen: Counter[str] = field(default_factory=Counter)  # fused kernels created
     predicted_before_us: float = 0.0
     predicted_after_us: float = 0.0
+    # per size point costed (an int, or a mapping written out): the predicted µs before and after, the
+    # graph as written (after = before where it was left alone); the two above are their weighted means
+    predicted_at: dict[int | str, tuple[float, float]] = field(default_factory=dict)
     egraph_nodes: int = 0
     egraph_classes: int = 0
     stop_reason: str = ""

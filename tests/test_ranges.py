@@ -98,6 +98,25 @@ def test_a_range_weighs_each_size_by_its_ratio_not_its_microseconds():
         {"K_silu_mul_fp8_group_quant"}
 
 
+def test_the_report_predicts_each_size_for_the_graph_written():
+    """``Report.predicted_at``: per size of the range, the predicted µs before and after for the one graph
+    written: the kernel's saving at each decode size where it is written; after = before at every size where
+    the graph is left alone (at 8192 the kernel would lose, so it is not written, and no size gains);
+    with ``emit="always"`` the written kernel's loss at 8192 shows."""
+    g = lambda: trace(silu_quant, rand(8, 2 * 7168))  # noqa: E731
+    decode = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16), strict=True)
+    assert decode.changed and sorted(decode.predicted_at) == [1, 2, 4, 8, 16]
+    assert all(after < before for before, after in decode.predicted_at.values())
+    left = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True)
+    assert not left.changed and all(a == b for b, a in left.predicted_at.values())
+    forced = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True, emit="always")
+    assert forced.predicted_at[8192][1] > forced.predicted_at[8192][0]
+    assert all(a < b for m, (b, a) in forced.predicted_at.items() if m != 8192)
+    assert forced.predicted_at[1] == pytest.approx(decode.predicted_at[1])  # a size's cost is the size's own
+    one = eqsat.optimize(g(), profile="h200", sizes=8, strict=True)
+    assert one.predicted_at == {8: (pytest.approx(one.predicted_before_us), pytest.approx(one.predicted_after_us))}
+
+
 def test_weights_are_the_inverse_of_the_unchanged_graphs_time():
     from eqsat.cost.roofline import RooflineCost, load_profile
     from eqsat.kernels.catalog import DEFAULT_CATALOG

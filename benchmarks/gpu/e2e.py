@@ -38,7 +38,8 @@ eager with every quant the identity: fused kernels may round fp8 differently wit
 steps; top-k ids: the reference's logits at the chosen ids reach its k-th largest within twice the
 logits' own error), compile wall time (the first call at that M when it compiled), the pass's own time
 (``EqSatPass.__call__``) and share, and the pass's predicted times: ``pred_before_us`` /
-``pred_after_us`` from ``eqsat.optimize`` re-run at sizes = M on a copy of the graph the pass saw, the
+``pred_after_us``, what the pass predicted at size M for the graph it wrote (``Report.predicted_at``; where
+it did not cost M, ``eqsat.optimize`` re-run at sizes = M on a copy of the graph it saw), the
 region's predicted speedup and the whole forward's (``t_inductor / (t_inductor - predicted saving)``)
 beside the measured one.
 
@@ -208,19 +209,24 @@ def first_dynamic_call(compiled: Callable[..., Any], block: e2e_blocks.Block, de
 
 
 def predict(calls: Sequence[PassCall], options: eqsat.Options, m: int) -> dict[str, Any]:
-    """The pass's prediction at sizes = m for the graphs of ``calls``: eqsat.optimize on copies of the
-    graphs it saw (so the choice is the one at m, which a dynamic graph's range costing may not have made)."""
+    """The pass's prediction at M = m for the graphs of ``calls``: what each call predicted at size m for
+    the graph it wrote (``Report.predicted_at``: a dynamic graph's one choice over the range, the one that
+    runs), where it costed m; else the choice at m, eqsat.optimize on a copy of the graph at sizes = m."""
     before = after = 0.0
     kernels: dict[str, int] = {}
     errors = []
     for c in calls:
-        if c.before is None:
+        if c.report is not None and m in c.report.predicted_at:
+            rep = c.report
+            b, a = rep.predicted_at[m]
+        elif c.before is not None:
+            rep = eqsat.optimize(copy_graph(c.before), dataclasses.replace(options, sizes=m, dump_dir=None),
+                                 recompile=False)
+            b, a = rep.predicted_before_us, rep.predicted_after_us if rep.changed else rep.predicted_before_us
+        else:
             continue
-        rep = eqsat.optimize(copy_graph(c.before), dataclasses.replace(options, sizes=m, dump_dir=None),
-                             recompile=False)
-        before += rep.predicted_before_us
-        after += rep.predicted_after_us if rep.changed else rep.predicted_before_us
-        for k, n in rep.kernels_chosen.items():
+        before, after = before + b, after + a
+        for k, n in (rep.kernels_chosen.items() if rep.changed else ()):
             kernels[k] = kernels.get(k, 0) + n
         if rep.error:
             errors.append(rep.error)

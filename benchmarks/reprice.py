@@ -52,7 +52,8 @@ class Point:
 
 def read_run(path: Path) -> dict[tuple[str, int], Point]:
     """The run's points: (block, M) -> its rounds' Inductor-alone times, eqsat speedups and predictions."""
-    rows = list(csv.DictReader(path.open()))
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
     base = {(r["block"], r["round"], int(r["M"])): float(r["us"]) for r in rows if r["variant"] == "inductor" and r["us"]}
     got: dict[tuple[str, int], list[tuple[float, float, float]]] = defaultdict(list)
     kernels: dict[tuple[str, int], str] = {}

@@ -20,7 +20,8 @@ import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from eqsat.api import optimize
-from eqsat.cost.roofline import AUTO, gpu_profile_name, load_profile
+from eqsat.cost.cards import resolved
+from eqsat.cost.roofline import load_profile
 from eqsat.engine.engine import Engine
 from eqsat.options import Options
 from eqsat.report import RUNTIME_FLOATS_HINT, Report
@@ -77,9 +78,7 @@ class EqSatPass(CustomGraphPass):
 
     def __init__(self, options: Options | None = None, **overrides: object) -> None:
         options = replace(options or Options(), **overrides)
-        if options.profile == AUTO:
-            options = replace(options, profile=gpu_profile_name())
-        self.options = options
+        self.options = replace(options, profile=resolved(options.profile))
         self.last_report: Report | None = None
         self._shared = SharedEngine()
         self._range_sizes: tuple[int, ...] = ()

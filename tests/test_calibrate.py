@@ -225,7 +225,7 @@ def test_auto_is_the_profile_measured_on_the_gpu_torch_sees(monkeypatch, gpu, wa
     import torch
 
     from eqsat import EqSatPass
-    from eqsat.cost.roofline import gpu_profile_name
+    from eqsat.cost.cards import gpu_profile_name
 
     assert gpu_profile_name(gpu) == want
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -240,7 +240,7 @@ def test_auto_without_a_known_gpu_is_a_clear_error(monkeypatch):
     import torch
 
     from eqsat import EqSatPass
-    from eqsat.cost.roofline import gpu_profile_name
+    from eqsat.cost.cards import gpu_profile_name
 
     with pytest.raises(ValueError, match="no shipped profile was measured on a 'NVIDIA A100"):
         gpu_profile_name("NVIDIA A100-SXM4-80GB")

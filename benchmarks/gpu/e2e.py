@@ -97,7 +97,8 @@ from gpu_timing import gpu_tag, log  # noqa: E402
 
 import eqsat  # noqa: E402
 from eqsat.cost import calibrate  # noqa: E402
-from eqsat.cost.roofline import KernelTiming, Profile, gpu_profile_name, load_profile  # noqa: E402
+from eqsat.cost.cards import resolved  # noqa: E402
+from eqsat.cost.roofline import KernelTiming, Profile, load_profile  # noqa: E402
 from eqsat.fx.capture import copy_graph  # noqa: E402
 
 VARIANTS = ("inductor", "eqsat", "always_fuse")
@@ -861,11 +862,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args.argv = list(argv if argv is not None else sys.argv[1:])
     if args.profile is None:
         args.profile = "h200" if args.dry_run else "auto"
-    if args.profile == "auto":
-        try:
-            args.profile = gpu_profile_name()
-        except ValueError as exc:
-            ap.error(f"--profile auto: {exc}")
+    try:
+        args.profile = resolved(args.profile)
+    except ValueError as exc:
+        ap.error(f"--profile auto: {exc}")
     if args.M is None:
         args.M = list(DRY_M if args.dry_run else QUICK_M if args.quick else DEFAULT_M)
     if args.exec == "fx" and not args.dry_run:

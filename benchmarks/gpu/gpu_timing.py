@@ -20,7 +20,7 @@ def gpu_tag():
     one was measured on that card (``h200``, ``h100``), else its name's letters and digits."""
     import torch
 
-    from eqsat.cost.roofline import gpu_profile_name
+    from eqsat.cost.cards import gpu_profile_name
 
     if not torch.cuda.is_available():
         return "gpu"

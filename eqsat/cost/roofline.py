@@ -50,6 +50,7 @@ import sympy
 from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
 from eqsat.core.ir import ZERO_COST_OPS
 from eqsat.core.spec import Operand, Traffic
+from eqsat.cost.cards import resolved
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.families.aten_ops import ATEN_KEY
 from eqsat.kernels.inductor import FLAT_KEY, HEADS_KEY, TWIN_KEY, is_over_heads, site_heads
@@ -142,34 +143,12 @@ def profile_names() -> list[str]:
                   if p.name.endswith(".json"))
 
 
-AUTO = "auto"  # the profile of the GPU torch sees
-GPU_PROFILES = {"H200": "h200", "H100": "h100", "MI300X": "mi300x", "MI355X": "mi355x"}
-"""A word of a GPU's name (``torch.cuda.get_device_name``) -> the shipped profile measured on that card."""
-
-
-def gpu_profile_name(gpu: str | None = None) -> str:
-    """The shipped profile of the GPU named ``gpu`` (default: the one torch sees)."""
-    if gpu is None:
-        import torch
-
-        if not torch.cuda.is_available():
-            raise ValueError(f"profile {AUTO!r} needs a GPU torch can see; name one of {profile_names()} instead")
-        gpu = torch.cuda.get_device_name()
-    words = set(gpu.upper().replace("-", " ").split())
-    found = [name for word, name in GPU_PROFILES.items() if word in words]
-    if len(found) != 1:
-        raise ValueError(f"no shipped profile was measured on a {gpu!r} (known cards: "
-                         f"{', '.join(sorted(GPU_PROFILES))}); name one of {profile_names()} or a .json path")
-    return found[0]
-
-
 def load_profile(name: str | Profile) -> Profile:
     """A built-in profile by name (``mi300x``, ``mi355x``, ``h200``, ``h100``, ...), ``auto`` (the one
     measured on the GPU torch sees), or a JSON file by path."""
     if isinstance(name, Profile):
         return name
-    if name == AUTO:
-        name = gpu_profile_name()
+    name = resolved(name)
     if name.endswith(".json") and Path(name).is_file():
         return Profile.from_json(Path(name).read_text())
     return _builtin_profile(name)

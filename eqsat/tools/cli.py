@@ -47,7 +47,7 @@ def _calibrate(args: argparse.Namespace) -> int:
               f"median bandwidth ratio: {moved.within_l2:.3f} within L2, {moved.past_l2:.3f} past it (and the "
               f"default bandwidth): {', '.join(moved.keys)}")
     profile = dataclasses.replace(profile, name=args.name or profile.name,
-                      description=args.description if args.description is not None else profile.description)
+                                  description=profile.description if args.description is None else args.description)
     fitted = calibrate.evaluate(table, profile)
     print(f"{fitted.n} measurements, {len(profile.kernels)} kernel keys fitted on {base.name}")
     print(f"median relative error {fitted.median_rel_error:.1%}, max {fitted.max_rel_error:.1%}, "

@@ -5,7 +5,7 @@
 
 Wraps ``EqSatPass.__call__`` and runs ``e2e.main`` with the arguments given (its results under their
 ``--out``), then a fresh pass on the saved DeepSeek and Qwen3-Next graphs
-(``benchmarks/fixtures/e2e_graphs_h200``) for three rounds. Printed per call (``PASS inside|alone``): the
+(``benchmarks/fixtures/e2e_graphs_h200``) for three rounds, priced with the profile the e2e passes took. Printed per call (``PASS inside|alone``): the
 label, nodes, the call's index for that label, its wall ms, the milliseconds collections took inside it by
 generation, and its stages (``Report.stage_ms``). The third call of each label runs under cProfile;
 ``OUT/inside.prof`` and ``OUT/alone.prof`` hold them, and the 45 functions of most own time are printed.
@@ -74,7 +74,7 @@ def main() -> None:
         e2e.main(e2e_args)
     where[0] = "alone"
     files = sorted(glob.glob(f"{GRAPHS}/deepseek.M*.json") + glob.glob(f"{GRAPHS}/qwen3next.M*.json"))
-    p = eqsat.EqSatPass(profile="h200", sizes=tuple(e2e.DEFAULT_M))
+    p = eqsat.EqSatPass(profile=e2e.parse(e2e_args).profile, sizes=tuple(e2e.DEFAULT_M))  # the e2e passes' own
     for _ in range(3):
         for f in files:
             p.label = os.path.basename(f)

@@ -23,8 +23,18 @@ NATIVE_FP8_MAX: tuple[tuple[str, float], ...] = (
 """(fp8 dtype, the max a native group quant clamps to): vLLM's ``get_fp8_min_max`` gives finfo's 448 on
 e4m3fn (CUDA, gfx950) and 224 on ROCm's e4m3fnuz; code that reads ``finfo`` on e4m3fnuz clamps to 240."""
 
-NATIVE_QUANT_TOL_STEPS = 1.32
-"""How far q·scale of a lifted native group quant may move, in fp8 steps at the larger magnitude."""
+E4M3_BINADE_STEPS = 2 ** (3 + 1)
+"""An e4m3 binade's upper end in its own steps (3 mantissa bits: [64, 128) in steps of 8 ends at 16)."""
+
+NATIVE_QUANT_TOL_STEPS = (1.5 * E4M3_BINADE_STEPS - 1) / (E4M3_BINADE_STEPS + 1) + 1e-5
+"""How far q·scale of a lifted native group quant may move, in fp8 steps at the larger magnitude
+(``reference.fp8_step_error``): 23/17, the most two round-to-nearest casts of one value onto e4m3 grids
+whose scales differ can disagree by, plus the fp32 rounding of ``x / scale``. vLLM's scale is the
+larger (its FMAX of 224 under finfo's 240, or its floor), so AITER's grid is finer but its binades
+start elsewhere: at worst vLLM rounds 116 up to 120 (half a step of 8) while AITER rounds
+136 = 116 · 136/116 down to 128 (half a step of 16), 120 - 128 · 116/136 = 10.82 apart, 1.353 steps of
+8. In general ``(1.5 B - 1) / (B + 1)`` with B the binade's end in steps (``tests/test_lift.py`` finds
+the same supremum by search over scale ratios and values)."""
 
 VLLM_FP8_MAX = {"float8_e4m3fn": 448.0, "float8_e4m3fnuz": 224.0}
 """The max of vLLM's own native quant per fp8 dtype: its rule is named without the max."""

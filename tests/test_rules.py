@@ -58,7 +58,7 @@ def compare_outputs(got: object, want: object, numerics: str, tol: float = FP8_T
 
 def check(before, after, inputs, *, numerics: str = "exact", group: int = 128, fires: str = "",
           tol: float = FP8_TOL_STEPS, post_grad: bool = False, reference=None, **options) -> None:
-    """``tol``: fp8 steps for a rounding rule (``lift-quant-group``'s own is 1.3: vLLM's scale floor);
+    """``tol``: fp8 steps for a rounding rule (``lift-quant-group``'s own is ``NATIVE_QUANT_TOL_STEPS``);
     ``post_grad``: ``after`` is traced with Inductor's decompositions (how emit writes inlined ATen);
     ``reference``: the program both sides are compared with (default ``before``; a rule that restores
     a rounding a compiler removed is held to the program that rounds)."""

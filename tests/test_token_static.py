@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from eqsat.rewrites.lift import NATIVE_QUANT_TOL_STEPS
 
 import eqsat
 from eqsat.fx.importer import import_graph
@@ -23,7 +24,7 @@ from tests.test_rules import FP8_TOL_STEPS, _norm, check
 vllm, vir, own, C = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat, torch.ops._C
 FN = torch.float8_e4m3fn
 N = 512
-TOKEN_TOL_STEPS = 1.3  # vLLM's scale floor against AITER's amax floor (as lift-quant-group, rewrites/lift.py)
+TOKEN_TOL_STEPS = NATIVE_QUANT_TOL_STEPS  # vLLM's scale and its floor against AITER's (as lift-quant-group)
 
 TESTED_RULES = {
     "fuse-K_rmsnorm_fused_dynamic_quant", "unlift-K_rmsnorm_fused_dynamic_quant",

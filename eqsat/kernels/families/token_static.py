@@ -6,7 +6,7 @@
 - ``QuantStatic(x, s, dt)`` (AITER): ``q = cast(clamp(x32 * (1 / s), ±FMAX))``, ``s`` one-element fp32.
 - ``QuantTokenVllm`` / ``QuantStaticVllm``: vLLM's convention (FMAX 224 on e4m3fnuz, per-token scale
   floored at ``1 / (FMAX * 512)``); ``quant-token-vllm`` / ``quant-static-vllm`` (rounding) equate them
-  with the AITER rows within 1.3 fp8 steps. Native chains clamped to finfo's 240 lift to AITER's rows.
+  with the AITER rows within ``NATIVE_QUANT_TOL_STEPS`` fp8 steps (``eqsat.rewrites.lift``). Native chains clamped to finfo's 240 lift to AITER's rows.
 - ``QuantStaticInplace(x, s, dt)``: AITER's mutating ``per_tensor_quant`` as ``auto_functionalized``
   hands it over: getitem 1 is q, getitem 2 the unchanged scale (``quant-static-inplace-q`` / ``-scale``,
   exact), so the fused static kernel can replace it; only ever imported, never created.

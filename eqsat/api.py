@@ -48,6 +48,7 @@ LOAD_SECONDS_PER_TERM = 1e-4  # conservative: well above the pace loading shows 
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
 NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, 0.01  # a native graph's least saving: within the profiles' error, Inductor's
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
+REWEIGHT, MAX_REWEIGHTS = 2.0, 8  # a range's search for an extraction slower at no size (``_no_slower``)
 
 
 def _before_selection(ser: serialize.Serialized) -> Selection:
@@ -110,6 +111,34 @@ def _slower_at(points: Sequence[object], was: Sequence[float], after: Sequence[f
         if a > b + IMPROVEMENT_EPS_US:
             return point, a, b
     return None
+
+
+def _no_slower(cost: RooflineCost, eg: EGraph, was: Sequence[float], after: Sequence[float], margin: float,
+               admissible_now: Callable[[], Admissible], extractor: str,
+               ) -> tuple[tuple[Selection, set[int], list[float], Admissible] | None, int]:
+    """For a range whose extraction (``after`` µs at each size point, ``was`` before) is predicted slower
+    at some point: extract again with each point where the last extraction lost weighed ``REWEIGHT``
+    times more, at most ``MAX_REWEIGHTS`` times, until one is slower at none. Return it (selection,
+    classes reached, µs at each point, its admissible cost) if it also saves more than ``margin`` on the
+    range's own weights, else None; and the extractions made. The cost's weights are as they were after."""
+    base = cost.weights
+    weights = list(base)
+    try:
+        for tries in range(1, MAX_REWEIGHTS + 1):
+            for k, (a, b) in enumerate(zip(after, was, strict=True)):
+                if a > b + IMPROVEMENT_EPS_US:
+                    weights[k] *= REWEIGHT
+            cost.use_weights(weights)
+            admissible = admissible_now()
+            selection = EXTRACTORS[extractor](eg, admissible)
+            reached = check(eg, selection)
+            after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
+            if _slower_at(cost.points, was, after) is None:
+                saves = sum(w * (b - a) for w, a, b in zip(base, after, was, strict=True)) > margin
+                return ((selection, reached, after, admissible) if saves else None), tries
+        return None, MAX_REWEIGHTS
+    finally:
+        cost.use_weights(base)
 
 
 def _point_key(point: object) -> int | str:
@@ -289,12 +318,16 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         cost.weigh(cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before)))
     gpu_kernels = not (on_gpu(graph) and torch.cuda.is_available()) or aiter.installed()
     banned: list[int] = []
+
+    def admissible_now() -> Admissible:  # the cost at its weights now, with the sites dropped so far
+        return Admissible(cost, eg, options.catalog, vocab, imported.vocabularies, ser.enode_of_node.values(),
+                          imported.shape_args, banned, engine.admissible, dims, platform=profile.platform,
+                          gpu_kernels=gpu_kernels, standalone_lifts=options.standalone_lifts,
+                          measured=profile.kernels)
+
     while True:  # each site emit cannot write is dropped, and the rest extracted again without it
         with stage("extract"):
-            admissible = Admissible(cost, eg, options.catalog, vocab, imported.vocabularies,
-                                    ser.enode_of_node.values(), imported.shape_args, banned, engine.admissible, dims,
-                                    platform=profile.platform, gpu_kernels=gpu_kernels,
-                                    standalone_lifts=options.standalone_lifts, measured=profile.kernels)
+            admissible = admissible_now()
             selection = EXTRACTORS[options.extractor](eg, admissible)
             reached = check(eg, selection)
             if not banned:
@@ -309,6 +342,16 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         was = cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before))
         after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
         slower = _slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
+        if slower is not None:
+            with stage("extract"):
+                found, tries = _no_slower(cost, eg, was, after, margin, admissible_now, options.extractor)
+            report.range_search = "the range's extraction was slower at size {} ({:.2f} against {:.2f} us); ".format(
+                *slower) + (f"{tries} more, the sizes each lost at weighed {REWEIGHT:g}x up, found "
+                            + ("one slower at none" if found is not None else "none both slower at none and faster"))
+            if found is not None:
+                selection, reached, after, admissible = found
+                report.predicted_after_us = sum(w * a for w, a in zip(cost.weights, after, strict=True))
+                slower = None
         if slower is not None:
             faster = False  # one graph runs at every size of the range: it must not lose at any
             report.declined = "predicted slower at size {} ({:.2f} against {:.2f} us)".format(*slower)

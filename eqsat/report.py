@@ -35,6 +35,7 @@ class Report:
     dropped: list[str] = field(default_factory=list)  # sites emit could not write, and why (the rest landed)
     guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.fx.symbolic)
     declined: str = ""  # why a cheaper extraction was not written (the graph left as it was)
+    range_search: str = ""  # a range's extraction slower at a size, and what weighing that size up found
     runtime_floats: list[str] = field(default_factory=list)  # float inputs known at run time only (api.runtime_floats)
 
     @property
@@ -72,6 +73,8 @@ class Report:
         ]
         rows.extend(("dropped site", d) for d in self.dropped)
         rows.extend(("shape guard", g) for g in self.guards)
+        if self.range_search:
+            rows.append(("range search", self.range_search))
         if self.declined:
             rows.append(("left alone", self.declined))
         if self.runtime_floats:

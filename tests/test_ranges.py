@@ -15,6 +15,7 @@ import pytest
 import torch
 
 import eqsat
+from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
 from eqsat.pass_ import range_sizes
 from tests.conftest import rand, scaled_gemm, trace
 
@@ -82,34 +83,68 @@ def test_ilp_extractor_agrees_with_greedy_end_to_end():
         assert chosen(ri) == chosen(rg)
 
 
+NO_TWIN = Catalog(tuple(s for s in DEFAULT_CATALOG if s.name != "I_silu_group_quant"))
+"""The catalog without Inductor's twin of silu + quant: the fused kernel or the graph as it is."""
+
+
 def test_a_range_weighs_each_size_by_its_ratio_not_its_microseconds():
     """Five decode sizes and one prefill size: Inductor's chain saves 44 µs at 8192 (half its time there),
     the fused kernel 0.2-0.7 µs at each decode size (13-30% each). By µs the range is 8192's; by ratio the
     fused kernel wins five sizes of six, and the extraction is its. One graph runs at every size of the
-    range, so a rewrite slower at 8192 is not written: the graph is left alone and the report says where;
-    over the decode sizes alone the kernel is written."""
+    range, so a rewrite slower at 8192 is not written: without the twin the graph is left alone and the
+    report says where; over the decode sizes alone the kernel is written."""
     g = lambda: trace(silu_quant, rand(8, 2 * 7168))  # noqa: E731
     decode_and_prefill = (1, 2, 4, 8, 16, 8192)
-    weighed = eqsat.optimize(g(), profile="h200", sizes=decode_and_prefill, strict=True, emit="always")
+    weighed = eqsat.optimize(g(), profile="h200", sizes=decode_and_prefill, strict=True, emit="always", catalog=NO_TWIN)
     assert chosen(weighed) == {"K_silu_mul_fp8_group_quant"}
-    report = eqsat.optimize(g(), profile="h200", sizes=decode_and_prefill, strict=True)
+    report = eqsat.optimize(g(), profile="h200", sizes=decode_and_prefill, strict=True, catalog=NO_TWIN)
     assert not report.changed and report.declined.startswith("predicted slower at size 8192 "), report.summary()
+    assert report.range_search.endswith("found none both slower at none and faster"), report.range_search
     assert chosen(eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16), strict=True)) == \
         {"K_silu_mul_fp8_group_quant"}
+
+
+def test_a_range_slower_at_a_size_searches_for_an_extraction_slower_at_none():
+    """The range's extraction (the fused kernel, by ratio) loses 41 µs at 8192. Weighing 8192 up, the next
+    extraction is Inductor's twin, which beats the two ops at all six sizes (1.4 µs at each decode size,
+    99 at 8192): it is written, where the graph was once left alone for the fused kernel's loss."""
+    report = eqsat.optimize(trace(silu_quant, rand(8, 2 * 7168)), profile="h200", sizes=(1, 2, 4, 8, 16, 8192),
+                            strict=True)
+    assert report.range_search.startswith("the range's extraction was slower at size 8192 "), report.table()
+    assert report.range_search.endswith("found one slower at none")
+    assert report.changed and chosen(report) == {"I_silu_group_quant"} and not report.declined
+    assert all(after < before for before, after in report.predicted_at.values()), report.predicted_at
+    assert report.predicted_after_us < report.predicted_before_us
+
+
+def test_a_range_search_drops_the_site_that_loses_and_keeps_the_rest():
+    """Two sites, one range: the silu + quant site's fused kernel loses at 8192, the norm + quant site's wins
+    everywhere. Without the twin the first site's only way not to lose is to stay as it is: the search
+    keeps the second site's kernel alone, where the whole graph was once left alone for the first's loss."""
+    def two(x, y, w):
+        return (*silu_quant(x), *own.group_fp8_quant(own.rms_norm(y, w, 1e-6), 128, FN))
+
+    inputs = rand(8, 2 * 7168), rand(8, 512), rand(512)
+    report = eqsat.optimize(trace(two, *inputs), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True,
+                            catalog=NO_TWIN)
+    assert report.range_search.startswith("the range's extraction was slower at size 8192 "), report.table()
+    assert report.changed and chosen(report) == {"K_rmsnorm_fp8_group_quant"}, report.table()
+    assert all(after < before for before, after in report.predicted_at.values()), report.predicted_at
 
 
 def test_the_report_predicts_each_size_for_the_graph_written():
     """``Report.predicted_at``: per size of the range, the predicted µs before and after for the one graph
     written: the kernel's saving at each decode size where it is written; after = before at every size where
-    the graph is left alone (at 8192 the kernel would lose, so it is not written, and no size gains);
-    with ``emit="always"`` the written kernel's loss at 8192 shows."""
+    the graph is left alone (without the twin, at 8192 the kernel would lose, so it is not written, and no
+    size gains); with ``emit="always"`` the written kernel's loss at 8192 shows."""
     g = lambda: trace(silu_quant, rand(8, 2 * 7168))  # noqa: E731
     decode = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16), strict=True)
     assert decode.changed and sorted(decode.predicted_at) == [1, 2, 4, 8, 16]
     assert all(after < before for before, after in decode.predicted_at.values())
-    left = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True)
+    left = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True, catalog=NO_TWIN)
     assert not left.changed and all(a == b for b, a in left.predicted_at.values())
-    forced = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True, emit="always")
+    forced = eqsat.optimize(g(), profile="h200", sizes=(1, 2, 4, 8, 16, 8192), strict=True, emit="always",
+                            catalog=NO_TWIN)
     assert forced.predicted_at[8192][1] > forced.predicted_at[8192][0]
     assert all(a < b for m, (b, a) in forced.predicted_at.items() if m != 8192)
     assert forced.predicted_at[1] == pytest.approx(decode.predicted_at[1])  # a size's cost is the size's own

@@ -336,9 +336,13 @@ class RooflineCost:
         if len(totals) != len(self.points):
             raise ValueError(f"weigh: {len(totals)} totals for {len(self.points)} size points")
         inverse = [1.0 / t if t > 0 else 0.0 for t in totals]
-        if not all(inverse):
-            inverse = [1.0] * len(totals)
-        self.weights = tuple(v / sum(inverse) for v in inverse)
+        self.use_weights(inverse if all(inverse) else [1.0] * len(totals))
+
+    def use_weights(self, weights: Sequence[float]) -> None:
+        """Weigh the size points by ``weights`` (positive; scaled to sum to 1)."""
+        if len(weights) != len(self.points) or not all(w > 0 for w in weights):
+            raise ValueError(f"use_weights: {list(weights)} for {len(self.points)} size points")
+        self.weights = tuple(w / sum(weights) for w in weights)
         self._memo.clear()
 
     def __call__(self, node: ENode) -> float:

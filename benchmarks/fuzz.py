@@ -34,7 +34,8 @@ a graph that still fails to trace, or whose original fails to run, counts as "no
 Per graph: trace it (``tests.conftest.trace``: symbolic tokens; one in five with static shapes
 through ``make_fx(tracing_mode="fake")``) and trace it again for the copy to optimize (``--copy``:
 ``eqsat.fx.capture.copy_graph`` of the first, a third faster); ``eqsat.optimize(copy, profile=P,
-sizes=256, strict=True, numerics=...)`` with P ``mi300x`` or ``h200`` by the seed's parity and
+sizes=256, strict=True, numerics=...)`` (half the symbolic graphs at sizes ``RANGE`` instead: ``Program.sizes``)
+with P ``mi300x`` or ``h200`` by the seed's parity and
 numerics ``rounding`` (one in five ``exact``); an exception is an internal error, and so is a graph
 ``Graph.lint`` rejects (the pass is then run again without ``strict`` and that result checked as well:
 ``Report.dropped`` counts the sites it dropped). Both graphs run on fresh inputs with 5 and 13 tokens
@@ -85,6 +86,7 @@ from tests.test_rules import compare_outputs
 ROUNDING_TOL = NATIVE_QUANT_TOL_STEPS  # fp8 steps: lift-quant-group's stated tolerance
 EPS = (1e-6, 1e-5, 3e-4, 1e-2)
 PROFILES = ("mi300x", "h200")
+RANGE = (1, 8, 64, 256, 1024, 4096, 8192)  # e2e.py's M: a compile range as vLLM's passes see one
 TRACE_TOKENS = 8
 RUN_TOKENS = (5, 13)
 MAGNITUDES = (1.0, 1e-3)
@@ -171,6 +173,13 @@ class Program:
     vals: dict[str, Val]
     max_ops: int = MAX_OPS
 
+    @property
+    def sizes(self) -> int | tuple[int, ...]:
+        """Where the pass costs the graph: 256, or for every other symbolic graph (by ``seed // 2``'s
+        parity, drawing nothing) vLLM-like range ``RANGE``, whose search past a size it loses at
+        (``eqsat.api._no_slower``) is then exercised."""
+        return RANGE if not self.static and self.seed // 2 % 2 else 256
+
     def reproduce(self) -> str:
         """The command line that regenerates and shows this graph."""
         ops = f" --max-ops {self.max_ops}" if self.max_ops != MAX_OPS else ""
@@ -185,7 +194,7 @@ class Program:
     def describe(self) -> str:
         shapes = ", ".join(f"{i.name}: {_shape_text(i)}" for i in self.inputs)
         return (f"seed {self.seed}: numerics={self.numerics}, profile={self.profile}, "
-                f"{'static' if self.static else 'symbolic tokens'}; inputs {shapes}")
+                f"{'static' if self.static else 'symbolic tokens'}, sizes {self.sizes}; inputs {shapes}")
 
     def function(self) -> Callable[..., Any]:
         namespace: dict[str, Any] = dict(_NAMESPACE)
@@ -646,6 +655,7 @@ class Outcome:
     kernels: Counter[str] = field(default_factory=Counter)
     dropped: int = 0
     changed: bool = False
+    searched: str = ""  # a range searched past a size its extraction lost at: "found" or "none"
     seconds: float = 0.0
 
 
@@ -761,8 +771,10 @@ def check_program(p: Program, keep: dict[str, Any] | None = None, *, retrace: bo
         try:
             gm = trace_program(p) if retrace else copy_graph(original)
             stage = "optimize"
-            report = eqsat.optimize(gm, profile=p.profile, sizes=256, strict=strict, numerics=p.numerics)
+            report = eqsat.optimize(gm, profile=p.profile, sizes=p.sizes, strict=strict, numerics=p.numerics)
             out.kernels, out.dropped, out.changed = Counter(report.kernels_chosen), len(report.dropped), report.changed
+            out.searched = "" if not report.range_search else \
+                "found" if report.range_search.endswith("found one slower at none") else "none"
             stage = "lint"
             gm.graph.lint()
         except Exception as exc:
@@ -846,6 +858,7 @@ class Summary:
     dropped: int = 0
     wrong: int = 0
     errors: int = 0
+    searched: Counter[str] = field(default_factory=Counter)  # range searches (Outcome.searched) by what they found
     seconds: float = 0.0
     kernels: Counter[str] = field(default_factory=Counter)
     ops: Counter[str] = field(default_factory=Counter)
@@ -867,6 +880,7 @@ class Summary:
             ("graphs changed by the pass", str(self.changed)),
             ("fused sites (sum of kernels_chosen)", str(self.fused_sites)),
             ("dropped sites (Report.dropped)", str(self.dropped)),
+            ("range searches (Report.range_search): found / none", f"{self.searched['found']} / {self.searched['none']}"),
             ("wrong results", str(self.wrong)),
             ("internal errors", str(self.errors)),
             ("time", f"{self.seconds:.1f} s ({self.rate:.2f} graphs/s, {1e3 / max(self.rate, 1e-9):.0f} ms/graph)"),
@@ -886,7 +900,8 @@ class Summary:
         lines += [f"| {k} | {v} |" for k, v in self.rows()]
         lines += ["", "Kernels chosen (fused sites per kernel):", "", "| kernel | sites |", "|---|---|"]
         lines += [f"| {k} | {n} |" for k, n in sorted(self.kernels.items())] or ["| - | 0 |"]
-        lines += ["", "Graphs per mode (numerics / profile / tracing):", "", "| mode | graphs |", "|---|---|"]
+        lines += ["", "Graphs per mode (numerics / profile / tracing: static, symbolic at 256, symbolic over RANGE):", "",
+                  "| mode | graphs |", "|---|---|"]
         lines += [f"| {k} | {n} |" for k, n in sorted(self.by_mode.items())]
         lines += ["", "Ops generated:", "", "| op | statements |", "|---|---|"]
         lines += [f"| `{k}` | {n} |" for k, n in sorted(self.ops.items())]
@@ -942,8 +957,11 @@ def _fuzz(graphs: int, seed: int, max_ops: int, shrink_first: int, retrace: bool
             summary.skip_reasons[out.message.split(":")[0] + ": " + out.message.split(":", 1)[-1][:60].strip()] += 1
         else:
             summary.generated += 1
-            summary.by_mode[f"{p.numerics} / {p.profile} / {'static' if p.static else 'symbolic'}"] += 1
+            tracing = "static" if p.static else "range" if p.sizes == RANGE else "symbolic"
+            summary.by_mode[f"{p.numerics} / {p.profile} / {tracing}"] += 1
             summary.dropped += out.dropped  # of the strict run, or of the fallback where it raised
+            if out.searched:
+                summary.searched[out.searched] += 1
             if out.status != "error":
                 summary.kernels.update(out.kernels)
                 summary.fused_sites += sum(out.kernels.values())

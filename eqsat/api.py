@@ -342,7 +342,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         was = cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before))
         after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
         slower = _slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
-        if slower is not None:
+        if slower is not None and options.emit != "always":  # "always" writes the range's own extraction
             with stage("extract"):
                 found, tries = _no_slower(cost, eg, was, after, margin, admissible_now, options.extractor)
             report.range_search = "the range's extraction was slower at size {} ({:.2f} against {:.2f} us); ".format(

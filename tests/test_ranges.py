@@ -107,7 +107,8 @@ def test_a_range_weighs_each_size_by_its_ratio_not_its_microseconds():
 def test_a_range_slower_at_a_size_searches_for_an_extraction_slower_at_none():
     """The range's extraction (the fused kernel, by ratio) loses 41 µs at 8192. Weighing 8192 up, the next
     extraction is Inductor's twin, which beats the two ops at all six sizes (1.4 µs at each decode size,
-    99 at 8192): it is written, where the graph was once left alone for the fused kernel's loss."""
+    99 at 8192): it is written, where the graph was once left alone for the fused kernel's loss. With
+    ``emit="always"`` the range's own extraction is written, as that option says."""
     report = eqsat.optimize(trace(silu_quant, rand(8, 2 * 7168)), profile="h200", sizes=(1, 2, 4, 8, 16, 8192),
                             strict=True)
     assert report.range_search.startswith("the range's extraction was slower at size 8192 "), report.table()
@@ -115,6 +116,9 @@ def test_a_range_slower_at_a_size_searches_for_an_extraction_slower_at_none():
     assert report.changed and chosen(report) == {"I_silu_group_quant"} and not report.declined
     assert all(after < before for before, after in report.predicted_at.values()), report.predicted_at
     assert report.predicted_after_us < report.predicted_before_us
+    forced = eqsat.optimize(trace(silu_quant, rand(8, 2 * 7168)), profile="h200", sizes=(1, 2, 4, 8, 16, 8192),
+                            strict=True, emit="always")  # writes the range's own extraction: no search
+    assert chosen(forced) == {"K_silu_mul_fp8_group_quant"} and not forced.range_search
 
 
 def test_a_range_search_drops_the_site_that_loses_and_keeps_the_rest():

@@ -32,7 +32,7 @@ from dataclasses import dataclass, replace
 
 from eqsat.core.rule import Rule
 from eqsat.core.sexp import Sexp, calls, is_var, parse
-from eqsat.engine.staging import WITNESS, FlatQuery, tables
+from eqsat.engine.staging import WITNESS, FlatQuery, held_by_witness, tables
 
 DTYPE: Slot = ("dtype", -1)
 """The slot of a value's dtype fact (a constructor's slot is its name and an argument's position)."""
@@ -66,8 +66,10 @@ class Literals:
     any: frozenset[Slot] = frozenset()  # slots written with values not known here
 
     @classmethod
-    def read(cls, flat: FlatQuery, actions: Sequence[list], sorts: Mapping[str, tuple[str, ...]]) -> Literals:
-        """Of a rule whose query reads as ``flat`` and whose actions make the calls ``actions``."""
+    def read(cls, flat: FlatQuery, actions: Sequence[list], sorts: Mapping[str, tuple[str, ...]],
+             held: Collection[str] = ()) -> Literals:
+        """Of a rule whose query reads as ``flat`` and whose actions make the calls ``actions``; without
+        the atoms ``held`` (``flat.tables``' text: a staged rule's check stage does not join them)."""
         pinned = flat.pins
         bound: dict[str, tuple[Slot, str]] = {}
         wants: set[Literal] = set()
@@ -81,7 +83,9 @@ class Literals:
                 if v is not None:
                     wants.add((slot, v))
 
-        for out, head, args in flat.atoms:
+        for text, (out, head, args) in zip(flat.tables, flat.atoms, strict=True):
+            if text in held:
+                continue
             if head == "dtype":
                 read(DTYPE, "String", out)
             for k, (sort, arg) in enumerate(zip(sorts.get(head, ()), args, strict=False)):
@@ -145,7 +149,7 @@ class Reach:
         """Reach over ``rules`` or, given ``stages`` (each rule's, by name: ``eqsat.engine.staging.stage``),
         over their stages in order, each read off its rule: a match stage needs the rule's constructors
         and its literals outside the facts, and makes the witness of the rule's name; the check stage
-        needs that witness too. ``flats``: each rule's query read over ``tables(constructors)``, if it has been."""
+        needs that witness and what it reads besides (``staging.held_by_witness``). ``flats``: each rule's query read over ``tables(constructors)``, if it has been."""
         known = tables(constructors)
         read: list[tuple[Rule, frozenset[str], frozenset[str], Literals]] = []
         for k, r in enumerate(rules):
@@ -162,7 +166,11 @@ class Reach:
             named = ((WITNESS, 0), r.name)
             read.append((match, needs, frozenset({WITNESS}),
                          Literals(frozenset(w for w in lit.wants if w[0] != DTYPE), frozenset({named}))))
-            read.append((check, needs | {WITNESS}, makes, replace(lit, wants=lit.wants | {named})))
+            held = held_by_witness(flat)  # what the check stage does not join again (staging.stage)
+            rereads = frozenset(h for t, (_, h, _) in zip(flat.tables, flat.atoms, strict=True)
+                                if h in constructors and t not in held)
+            checked = Literals.read(flat, acts, constructors, held)
+            read.append((check, rereads | {WITNESS}, makes, replace(checked, wants=checked.wants | {named})))
         index = {s.name: k for k, (s, *_) in enumerate(read)}
         return cls(tuple(s for s, *_ in read), tuple(n for _, n, _, _ in read), tuple(m for _, _, m, _ in read),
                    tuple(index.get(s.converse) if s.converse else None for s, *_ in read),

@@ -6,8 +6,10 @@ as if it read ``s``. A query with one atom over all its term variables plans as 
 sound. So :func:`stage` turns every rule whose constructor atoms form a cyclic hypergraph (not
 α-acyclic: the GYO reduction leaves edges) into two: ``<name>.match`` joins the constructor atoms
 only (a fact set later does not re-run the big join) and records ``(Witness "<name>" t0 .. t31)``
-over every term variable (padded with the last); ``<name>`` re-reads the witness and checks every
-atom and side condition in one bag, then acts. ``Witness`` is the engine's own constructor, never
+over every term variable (padded with the last); ``<name>`` re-reads the witness, the fact atoms and
+the constructor atoms that bind a variable the witness does not hold (a shape, a constant), checks
+every side condition in one bag, then acts. A constructor atom over terms only is not joined again:
+it held when the witness was made, and within a graph the e-graph only grows. ``Witness`` is the engine's own constructor, never
 extracted. A side condition that pins a variable to a literal (``(= dt "float8_e4m3fn")``) is written
 into the match's atoms too, so rules that differ only in such constants join only what each can match
 (the check stage still checks it: the matches are the same). Acyclic rules are left as written.
@@ -149,6 +151,13 @@ def stage(r: Rule, constructors: Mapping[str, tuple[str, ...]], flat: FlatQuery 
     witness = f'({WITNESS} "{r.name}" {" ".join(terms + terms[-1:] * (WITNESS_TERMS - len(terms)))})'
     match = Rule(f"{r.name}.match", tuple(show(_pinned(atom, flat.pins)) for _, _, atom in flat.structure),
                  (witness,), r.numerics, r.family)
-    check = Rule(r.name, (f"(= __witness {witness})", *flat.tables, *flat.checks), r.actions, r.numerics, r.family,
-                 r.converse)
+    held = held_by_witness(flat)
+    check = Rule(r.name, (f"(= __witness {witness})", *(t for t in flat.tables if t not in held), *flat.checks),
+                 r.actions, r.numerics, r.family, r.converse)
     return match, check
+
+
+def held_by_witness(flat: FlatQuery) -> frozenset[str]:
+    """The constructor atoms of a staged query (as ``flat.tables`` writes them) over term variables only,
+    which its check stage does not join again: the witness holds every term variable."""
+    return frozenset(text for text, vs, _ in flat.structure if all(flat.sorts.get(v) == "T" for v in vs))

@@ -75,6 +75,7 @@ from eqsat.rewrites.lift import NATIVE_QUANT_TOL_STEPS
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import eqsat
+from eqsat.api import RANGE_FOUND
 from eqsat.fx.capture import copy_graph
 from eqsat.kernels.torch_ops import register_vllm_standins
 from eqsat.library.define import define_op
@@ -774,7 +775,7 @@ def check_program(p: Program, keep: dict[str, Any] | None = None, *, retrace: bo
             report = eqsat.optimize(gm, profile=p.profile, sizes=p.sizes, strict=strict, numerics=p.numerics)
             out.kernels, out.dropped, out.changed = Counter(report.kernels_chosen), len(report.dropped), report.changed
             out.searched = "" if not report.range_search else \
-                "found" if report.range_search.endswith("found one slower at none") else "none"
+                "found" if report.range_search.endswith(RANGE_FOUND) else "none"
             stage = "lint"
             gm.graph.lint()
         except Exception as exc:

@@ -49,6 +49,7 @@ IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofl
 NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, 0.01  # a native graph's least saving: within the profiles' error, Inductor's
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
 REWEIGHT, MAX_REWEIGHTS = 2.0, 8  # a range's search for an extraction slower at no size (``_no_slower``)
+RANGE_FOUND = "one slower at none"  # how Report.range_search ends when that search found one
 
 
 def _before_selection(ser: serialize.Serialized) -> Selection:
@@ -104,13 +105,22 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
     return EXTRACTORS[extractor](eg, cost)
 
 
+def _lost_at(was: Sequence[float], after: Sequence[float]) -> list[int]:
+    """The size points (indices) where the graph is predicted slower after (``after`` µs at each point) than
+    before (``was``)."""
+    return [k for k, (a, b) in enumerate(zip(after, was, strict=True)) if a > b + IMPROVEMENT_EPS_US]
+
+
 def _slower_at(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> tuple[object, float, float] | None:
-    """The first size point where the graph is predicted slower after (``after`` µs at each point) than
-    before (``was``): (size, after µs, before µs); None where it is nowhere slower."""
-    for point, a, b in zip(points, after, was, strict=True):
-        if a > b + IMPROVEMENT_EPS_US:
-            return point, a, b
-    return None
+    """The first size point where the graph is predicted slower after than before: (size, after µs, before
+    µs); None where it is nowhere slower."""
+    lost = _lost_at(was, after)
+    return (points[lost[0]], after[lost[0]], was[lost[0]]) if lost else None
+
+
+def _weighted(weights: Sequence[float], totals: Sequence[float]) -> float:
+    """The µs at each size point weighed into one figure (``RooflineCost.weights``)."""
+    return sum(w * t for w, t in zip(weights, totals, strict=True))
 
 
 def _no_slower(cost: RooflineCost, eg: EGraph, was: Sequence[float], after: Sequence[float], margin: float,
@@ -125,16 +135,15 @@ def _no_slower(cost: RooflineCost, eg: EGraph, was: Sequence[float], after: Sequ
     weights = list(base)
     try:
         for tries in range(1, MAX_REWEIGHTS + 1):
-            for k, (a, b) in enumerate(zip(after, was, strict=True)):
-                if a > b + IMPROVEMENT_EPS_US:
-                    weights[k] *= REWEIGHT
+            for k in _lost_at(was, after):
+                weights[k] *= REWEIGHT
             cost.use_weights(weights)
             admissible = admissible_now()
             selection = EXTRACTORS[extractor](eg, admissible)
             reached = check(eg, selection)
             after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
-            if _slower_at(cost.points, was, after) is None:
-                saves = sum(w * (b - a) for w, a, b in zip(base, after, was, strict=True)) > margin
+            if not _lost_at(was, after):
+                saves = _weighted(base, was) - _weighted(base, after) > margin
                 return ((selection, reached, after, admissible) if saves else None), tries
         return None, MAX_REWEIGHTS
     finally:
@@ -347,10 +356,10 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
                 found, tries = _no_slower(cost, eg, was, after, margin, admissible_now, options.extractor)
             report.range_search = "the range's extraction was slower at size {} ({:.2f} against {:.2f} us); ".format(
                 *slower) + (f"{tries} more, the sizes each lost at weighed {REWEIGHT:g}x up, found "
-                            + ("one slower at none" if found is not None else "none both slower at none and faster"))
+                            + (RANGE_FOUND if found is not None else "none both slower at none and faster"))
             if found is not None:
                 selection, reached, after, admissible = found
-                report.predicted_after_us = sum(w * a for w, a in zip(cost.weights, after, strict=True))
+                report.predicted_after_us = _weighted(cost.weights, after)
                 slower = None
         if slower is not None:
             faster = False  # one graph runs at every size of the range: it must not lose at any

@@ -46,7 +46,8 @@ from eqsat.report import Report
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 1e-4  # conservative: well above the pace loading shows (eqsat.engine.engine)
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
-NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, 0.01  # a native graph's least saving: within the profiles' error, Inductor's
+PROFILE_ERROR = 0.01  # a share of a graph's predicted time the profiles cannot resolve (A/A runs differ ~1%)
+NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, PROFILE_ERROR  # a native graph's least saving: within the profiles' error, Inductor's
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
 REWEIGHT, MAX_REWEIGHTS = 2.0, 8  # a range's search for an extraction slower at no size (``_no_slower``)
 RANGE_FOUND = "one slower at none"  # how Report.range_search ends when that search found one
@@ -105,10 +106,19 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
     return EXTRACTORS[extractor](eg, cost)
 
 
-def _lost_at(was: Sequence[float], after: Sequence[float]) -> list[int]:
+def _lost_at(was: Sequence[float], after: Sequence[float], error: float | None = None) -> list[int]:
     """The size points (indices) where the graph is predicted slower after (``after`` µs at each point) than
-    before (``was``)."""
-    return [k for k, (a, b) in enumerate(zip(after, was, strict=True)) if a > b + IMPROVEMENT_EPS_US]
+    before (``was``) by more than ``error`` (default ``PROFILE_ERROR``) of its time there: a loss the profiles
+    cannot resolve does not count (``_within_error`` reports it)."""
+    share = PROFILE_ERROR if error is None else error
+    return [k for k, (a, b) in enumerate(zip(after, was, strict=True)) if a > b + max(IMPROVEMENT_EPS_US, share * b)]
+
+
+def _within_error(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> str:
+    """The size points where the graph is predicted slower, but within the profiles' error, written out."""
+    close = _lost_at(was, after, error=0.0)
+    return "; ".join(f"size {_point_key(points[k])} ({after[k]:.2f} against {was[k]:.2f} us, "
+                     f"{(after[k] - was[k]) / was[k]:.1%})" for k in close)
 
 
 def _slower_at(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> tuple[object, float, float] | None:
@@ -377,6 +387,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             report.predicted_after_us = report.predicted_before_us
             return
         report.declined = ""
+        if len(cost.points) > 1:
+            report.within_error = _within_error(cost.points, was, after)
         deadline.check("extract")
         with stage("emit"):
             try:

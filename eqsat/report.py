@@ -36,6 +36,7 @@ class Report:
     guards: list[str] = field(default_factory=list)  # shape guards the rewrites rely on (eqsat.fx.symbolic)
     declined: str = ""  # why a cheaper extraction was not written (the graph left as it was)
     range_search: str = ""  # a range's extraction slower at a size, and what weighing that size up found
+    within_error: str = ""  # sizes of a range the written graph is predicted slower at, within the profiles' error
     runtime_floats: list[str] = field(default_factory=list)  # float inputs known at run time only (api.runtime_floats)
 
     @property
@@ -53,6 +54,7 @@ class Report:
                 f"{self.total_ms:.1f} ms, stop: {self.stop_reason or '-'}"
                 + (f", {len(self.dropped)} site(s) dropped" if self.dropped else "")
                 + (f", left alone: {self.declined}" if self.declined else "")
+                + (f", slower within the profiles' error at {self.within_error}" if self.within_error else "")
                 + (f", {len(self.runtime_floats)} float input(s) known only at run time ({RUNTIME_FLOATS_HINT})"
                    if self.runtime_floats else "")
                 + (f", error: {self.error}" if self.error else ""))
@@ -77,6 +79,8 @@ class Report:
             rows.append(("range search", self.range_search))
         if self.declined:
             rows.append(("left alone", self.declined))
+        if self.within_error:
+            rows.append(("slower within error", self.within_error))
         if self.runtime_floats:
             rows.append(("runtime floats", f"{', '.join(self.runtime_floats)}: {RUNTIME_FLOATS_HINT}"))
         if self.error:

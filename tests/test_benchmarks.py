@@ -501,15 +501,17 @@ def test_reprice_reproduces_a_runs_own_predictions_from_its_saved_graphs(tmp_pat
             assert err == pytest.approx((pred / measured - 1) * 100, abs=0.06), line
             seen += 1
     assert seen == 4 and "h200: errors" in out
-    # gpt-oss in vLLM's ops over the run's M: under h100 the pass leaves the dynamic graph alone, another
-    # graph than the one the run measured, so no error is stated for it
-    rows = [r for r in csv.DictReader(src.open()) if r["block"] == "gptoss_vllm"]  # every M: the run's range
+    # gpt-oss in vLLM's ops over the run's M, in the H100 run priced by the h100 profile of its day, which left
+    # the dynamic graph alone: today's h100 writes the kernel there, another graph than the one the run
+    # measured, so no error is stated for it
+    with Path("benchmarks/results/e2e_h100.csv").open() as f:
+        rows = [r for r in csv.DictReader(f) if r["block"] == "gptoss_vllm"]
     with run.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
     reprice.main([str(run), "--profiles", "h100"])
     out = capsys.readouterr().out
-    assert re.search(r"^gptoss_vllm\s+8192 .* 1\.000 \(other\)", out, re.M), out
+    assert re.search(r"^gptoss_vllm\s+8192 .* \(other\)", out, re.M), out
     assert re.search(r"^h100: errors .*; 0 of 1 more than 10% off$", out, re.M), out  # M = 1: the run's graph
-    assert "gptoss_vllm M=8192: - where the run wrote K_add_rmsnorm_padx1" in out
+    assert "gptoss_vllm M=8192: K_add_rmsnorm_padx1 where the run wrote -" in out

@@ -192,14 +192,20 @@ def test_lines_a_table_lacks_are_moved_by_the_measured_keys_median_ratio():
         move_unmeasured(base, fitted, {"new"})
 
 
-def test_the_shipped_h100_profile_is_its_tables_fit_with_the_h200_lines_it_lacks_moved(tmp_path):
-    """``h100.json`` is what its description's command writes: the H100 table's fit on the h200
-    profile, the nine lines that table does not measure moved from the h200's (estimates, named)."""
+H100_TABLES = tuple(f"benchmarks/results/h100_calibration{t}.csv" for t in ("", "_pad", "_hinted", "_dynamic_pad", "_heads"))
+
+
+def test_the_shipped_h100_profile_is_its_tables_fit_every_line_measured(tmp_path):
+    """``h100.json`` is what its description's command writes: the H100 tables' fit on the h200 profile
+    (its defaults and L2 boundary), every line measured on an H100 (none moved from the H200's), and the
+    probe-log tables are what ``benchmarks.probe_tables`` reads off the logs."""
+    from benchmarks.probe_tables import tables
+
     h100 = load_profile("h100")
     desc = h100.description
     out = tmp_path / "h100.json"
-    assert cli.main(["calibrate", "benchmarks/results/h100_calibration.csv", "--device", "h200", "--name", "h100",
-                     "--move-unmeasured", "--description", desc, "--out", str(out)]) == 0
+    assert cli.main(["calibrate", *H100_TABLES, "--device", "h200", "--name", "h100", "--description", desc,
+                     "--out", str(out)]) == 0
     again = load_profile(str(out))
     assert again.name == "h100" and again.platform == "triton"
     assert set(again.kernels) == set(h100.kernels) == set(load_profile("h200").kernels)
@@ -211,12 +217,15 @@ def test_the_shipped_h100_profile_is_its_tables_fit_with_the_h200_lines_it_lacks
                 assert got.bandwidth_gbps == pytest.approx(want.bandwidth_gbps, rel=1e-9), key
                 assert got.row_us == pytest.approx(want.row_us, rel=1e-9, abs=1e-15), key
     assert again.bandwidth_gbps == pytest.approx(h100.bandwidth_gbps, rel=1e-9)
-    measured = {m.components[0].key for m in read_table("benchmarks/results/h100_calibration.csv")}
-    with open("benchmarks/results/h100_calibration.csv", newline="") as fh:
-        assert {row["device"] for row in csv.DictReader(fh)} == {"h100"}
-    unmeasured = sorted(set(h100.kernels) - measured)
-    assert len(unmeasured) == 9 and "inductor:rms_gated_group_quant@heads" in unmeasured
-    assert "h100_calibration.csv" in desc and "estimates, not measurements" in desc
+    assert {m.components[0].key for m in read_table(*H100_TABLES)} == set(h100.kernels)
+    for path in H100_TABLES:
+        with open(path, newline="") as fh:
+            assert {row["device"] for row in csv.DictReader(fh)} == {"h100"}, path
+        assert path.removeprefix("benchmarks/results/") in desc
+    for name, rows in tables("h100").items():
+        with open(f"benchmarks/results/{name}", newline="") as fh:
+            assert [tuple(r) for r in csv.reader(fh)][1:] == [tuple(map(str, r)) for r in rows], name
+    assert "moved" not in desc and "estimates" not in desc
 
 
 @pytest.mark.parametrize("gpu, want", [("NVIDIA H100 80GB HBM3", "h100"), ("NVIDIA H200", "h200"),

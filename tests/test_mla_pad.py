@@ -365,6 +365,34 @@ def test_a_custom_op_reading_the_padded_kernels_slice_pays_its_copy(m, line):
     assert aten_gemm - saving(vllm.rocm_unquantized_gemm) == pytest.approx(copy, rel=1e-6)
 
 
+def test_a_slice_of_one_row_is_read_without_a_copy():
+    """In the graph Inductor compiles for M = 1 alone (the token dim a static 1) the kernel's padded output
+    sliced back to 2880 columns is one row, contiguous as it is: Inductor hands it to the vLLM-op GEMM
+    without a copy, so that GEMM saves what ATen's does (gpt-oss in vLLM's ops on the H100 at M = 1 saved
+    1.3 µs where the copy, priced, left 0.08). With the token dim symbolic, bound to 1, the copy stays:
+    one kernel for every size copies."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    one_row = [rand(1, 2880), rand(1, 2880, seed=1), rand(2880, seed=2), rand(32, 2880, seed=3) / 2880 ** 0.5,
+               rand(32, seed=4)]
+
+    def saving(gemm, symbolic: bool) -> float:  # noqa: ANN001
+        def f(x, r, w, rw, rb):
+            normed, res = vir.fused_add_rms_norm(x, r, w, 1e-5)
+            return torch.nn.functional.pad(normed, (0, 64)), res, gemm(normed, rw, rb)
+
+        gm = trace(f, *_pad_inputs(2880)) if symbolic else make_fx(f, tracing_mode="fake")(*one_row)
+        report = eqsat.optimize(gm, strict=True, profile="h200", sizes=1, emit="always")
+        assert report.kernels_chosen["K_add_rmsnorm_pad"] == 1, report.table()
+        return report.predicted_before_us - report.predicted_after_us
+
+    def aten_gemm(h, rw, rb):  # noqa: ANN001, ANN202
+        return h @ rw.t() + rb
+
+    assert saving(vllm.rocm_unquantized_gemm, False) == pytest.approx(saving(aten_gemm, False), rel=1e-9)
+    assert saving(vllm.rocm_unquantized_gemm, True) < saving(aten_gemm, True) - 0.5
+
+
 def test_a_copy_added_to_a_graph_compiled_for_every_size_is_priced_at_its_slow_config(tmp_path):
     """In a graph with a symbolic token dim Inductor autotunes the copy's config at the first run's size, and
     at M = 4096 it lands at 29 or 57 µs (``probe_block_kernels_gptoss_vllm_spread_h200.log``): the h200

@@ -25,10 +25,10 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
 - Generic ATen ops (and catalog rows keyed ``aten:``, as the pad) are one kernel each, Inductor's, that
   reads its inputs and writes its output, priced by their key's ``DYNAMIC`` line past the hints as twins are.
 - Projections and leaves cost 0; a view costs a token ``VIEW_US`` so that fewer views win ties. A
-  ``Slice`` that is not contiguous, in a class of ``fixed_layout`` (values an opaque consumer or the
-  output reads with the strides they were traced with, contiguous there), costs the copy Inductor then
-  writes: one kernel reading and writing the value (key ``COPY_KEY``, its ``DYNAMIC`` line past the
-  hints of a graph compiled for every size).
+  ``Slice`` that is not contiguous (part of a dim past the first, some dim before it not a static 1), in
+  a class of ``fixed_layout`` (values an opaque consumer or the output reads with the strides they were
+  traced with, contiguous there), costs the copy Inductor then writes: one kernel reading and writing
+  the value (key ``COPY_KEY``, its ``DYNAMIC`` line past the hints of a graph compiled for every size).
 - Symbolic dims are bound before any formula sees a shape. ``sizes`` is one int for every symbol,
   a mapping symbol -> int (``"*"`` the default), or a tuple of ints: a compile range costed at each
   of its sample sizes, the node's cost being the weighted mean of its costs there. The weights are
@@ -380,7 +380,8 @@ class RooflineCost:
         return got
 
     def _strided_slice(self, node: ENode) -> bool:
-        """A ``Slice`` of fewer than all of a dim past the first, in a class whose traced value is contiguous."""
+        """A ``Slice`` of fewer than all of a dim past the first, in a class whose traced value is contiguous,
+        unless every dim before it is a static 1 (a slice of one row is contiguous as it is: no copy)."""
         facts = self.egraph.facts.get(node.eclass)
         if node.op != "Slice" or facts is None or not facts.contiguous:
             return False
@@ -389,7 +390,10 @@ class RooflineCost:
         if src is None or not isinstance(dim, int) or not isinstance(start, int) or not isinstance(end, int):
             return False
         d = dim % len(src.shape)
-        return d > 0 and min(end, src.shape[d]) - max(start, 0) < src.shape[d]
+        traced = self.egraph.facts[x.eclass].shape
+        if all(isinstance(n, int) and n == 1 for n in traced[:d]):
+            return False
+        return min(end, src.shape[d]) - max(start, 0) < src.shape[d]
 
     def _copy(self, eclass: int, sizes: int | Mapping[str, int]) -> float:
         out = self.operand_at(eclass, sizes)

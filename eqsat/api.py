@@ -116,7 +116,8 @@ def _lost_at(was: Sequence[float], after: Sequence[float], error: float | None =
 
 def _within_error(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> str:
     """The size points where the graph is predicted slower, but within the profiles' error, written out."""
-    close = _lost_at(was, after, error=0.0)
+    beyond = set(_lost_at(was, after))
+    close = [k for k in _lost_at(was, after, error=0.0) if k not in beyond]
     return "; ".join(f"size {_point_key(points[k])} ({after[k]:.2f} against {was[k]:.2f} us, "
                      f"{(after[k] - was[k]) / was[k]:.1%})" for k in close)
 

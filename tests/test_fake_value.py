@@ -5,6 +5,8 @@ symbolic; the kernels' output layouts are reused only where that is sound."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 import torch
 from torch._dynamo.source import ConstantSource
@@ -49,10 +51,14 @@ def mode() -> FakeTensorMode:
     return FakeTensorMode(shape_env=ShapeEnv())
 
 
+_SOURCES = itertools.count()  # a source name per call: an id() is reused once a temporary tensor is freed
+
+
 def _symbolic(mode: FakeTensorMode, t: torch.Tensor) -> torch.Tensor:
-    """``t`` as a fake tensor whose first dim is a symbol (the token dim)."""
+    """``t`` as a fake tensor whose first dim is a symbol (the token dim) of its own: a fresh source each call
+    (a shape env makes one symbol per source, and names it by the source)."""
     ctx = StatelessSymbolicContext(dynamic_sizes=[DimDynamic.DYNAMIC] + [DimDynamic.STATIC] * (t.dim() - 1))
-    return mode.from_tensor(t, source=ConstantSource(f"t{id(t)}"), symbolic_context=ctx)
+    return mode.from_tensor(t, source=ConstantSource(f"t{next(_SOURCES)}"), symbolic_context=ctx)
 
 
 @pytest.mark.parametrize("shape", [(6,), (6, 1), (2, 3), (1, 6), (2, 1, 3), (4, 8, 1), (3, 0, 2), ()])

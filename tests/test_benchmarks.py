@@ -504,7 +504,7 @@ def test_reprice_reproduces_a_runs_own_predictions_from_its_saved_graphs(tmp_pat
     # gpt-oss in vLLM's ops over the run's M, in the H100 run priced by the h100 profile of its day, which left
     # the dynamic graph alone: today's h100 writes the kernel there, another graph than the one the run
     # measured, so no error is stated for it
-    with Path("benchmarks/results/e2e_h100.csv").open() as f:
+    with Path("benchmarks/results/e2e_h100_edd90b9.csv").open() as f:
         rows = [r for r in csv.DictReader(f) if r["block"] == "gptoss_vllm"]
     with run.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -18,7 +18,9 @@ into the three tables ``eqsat calibrate`` fits, ``<card>_calibration_hinted.csv`
   first-run-8192 columns; their ``@dynamic`` lines from its first-run-8 columns at M >= 64. M is the flat
   rows, tokens x 32.
 
-Bytes are each call's traffic at the model's widths (N = 2880 padded to 3072; Qwen3-Next's 32 heads of 128).
+Bytes are each call's traffic at the model's widths (N = 2880 padded to 3072; Qwen3-Next's 32 heads of 128), as
+the cost model prices it: the catalog row's ``traffic`` (the copy: the slice read and written, as
+``RooflineCost`` prices it).
 Which log holds what is ``LOGS``; a log missing a row it should hold is an error, not a shorter table.
 """
 
@@ -29,11 +31,17 @@ import csv
 import re
 from pathlib import Path
 
+import torch
+
+from eqsat.core.spec import Operand
+from eqsat.kernels.catalog import DEFAULT_CATALOG
+
 RESULTS = Path("benchmarks/results")
 HEADER = ("key", "M", "N", "G", "dtype", "device", "us", "bytes", "launches", "check")
 PAD_KERNEL, COPY_KERNEL = "triton_poi_fused_constant_pad_nd_0", "triton_poi_fused_rocm_unquantized_gemm_0"
 PAD_KEY, COPY_KEY = "aten:aten.constant_pad_nd.default", "copy"
-N, PADDED = 2880, 3072  # gpt-oss's hidden size, padded to a multiple of 256 for its MoE
+N, MULT = 2880, 256  # gpt-oss's hidden size, padded to a multiple of 256 for its MoE
+PAD = -N % MULT
 HEADS, HEAD_DIM = 32, 128  # Qwen3-Next's gated norm: one row per head
 LOGS = {  # what each table reads, {card} the card's tag
     "first8192": "probe_gptoss_vllm_first8192_{card}.log",
@@ -75,6 +83,16 @@ def twin_columns(text: str) -> dict[str, dict[int, list[float]]]:
     return out
 
 
+def row_bytes(key: str, **args: object) -> int:
+    """The bytes the catalog row of calibration key ``key`` moves on ``args`` (its traffic)."""
+    spec = next(s for s in DEFAULT_CATALOG if s.calibration_key == key)
+    return int(spec.traffic(args).bytes)
+
+
+def _bf16(*shape: int) -> Operand:
+    return Operand(shape, 2)
+
+
 def _row(key: str, m: int, n: int, g: int, card: str, us: float, nbytes: int, launches: int) -> Row:
     return key, m, n, g, "bf16", card, f"{us:.2f}", nbytes, launches, "ok"
 
@@ -89,8 +107,8 @@ def _kernel(got: dict[tuple[str, int, int], dict[str, float]], variant: str, ker
 def hinted(first8192: str, compiles: str, card: str, names: tuple[str, str]) -> list[Row]:
     """The copy and pad rows: per size from the compile first run at 8192, @dynamic from those first run at 8."""
     per_size, spread = block_kernels(first8192), block_kernels(compiles)
-    pad = lambda m: m * (N + PADDED) * 2  # noqa: E731 - read N, write the padded row
-    copy = lambda m: m * N * 2 * 2  # noqa: E731 - read and write the slice
+    pad = lambda m: row_bytes(PAD_KEY, x=_bf16(m, N), p=PAD)  # noqa: E731
+    copy = lambda m: m * N * 2 * 2  # noqa: E731 - the slice read and written
     rows = [_row(PAD_KEY, m, N, 0, card, us, pad(m), 1) for m, us in _kernel(per_size, "inductor", PAD_KERNEL, names[0])]
     for variant in ("eqsat", "always_fuse"):
         rows += [_row(COPY_KEY, m, N, 0, card, us, copy(m), 1) for m, us in _kernel(per_size, variant, COPY_KERNEL, names[0])]
@@ -101,25 +119,20 @@ def hinted(first8192: str, compiles: str, card: str, names: tuple[str, str]) -> 
     return rows
 
 
-def add_rms_pad_bytes(m: int) -> int:
-    """add + RMSNorm + pad at N = 2880: read x, residual (bf16) and the weight, write the residual and the
-    padded row."""
-    return m * (N * 2 * 2 + N * 2 + PADDED * 2) + N * 2
-
-
 def dynamic_pad(text: str, card: str, name: str) -> list[Row]:
     """``inductor:add_rms_pad@dynamic``: the chain probe's dynamic column (first run M = 8), 2 launches."""
     table = twin_columns(text).get("add_rms_pad")
     if not table:
         raise ValueError(f"{name}: no add_rms_pad table")
-    return [_row("inductor:add_rms_pad@dynamic", m, N, 128, card, cols[1], add_rms_pad_bytes(m), 2)
+    return [_row("inductor:add_rms_pad@dynamic", m, N, 128, card, cols[1],
+                 row_bytes("add_rms_pad", x=_bf16(m, N), r=_bf16(m, N), w=_bf16(N), eps=1e-5, mult=MULT), 2)
             for m, cols in sorted(table.items())]
 
 
 def gated_bytes(rows: int) -> int:
-    """The gated norm + group quant's boundary traffic over ``rows`` rows of 128: read x and the gate (bf16)
-    and the weight, write fp8 values and one fp32 scale a row."""
-    return rows * (HEAD_DIM * 2 * 2 + HEAD_DIM + 4) + HEAD_DIM * 2
+    """The gated norm + group quant's boundary traffic over ``rows`` flat rows of 128 (the fused row's)."""
+    return row_bytes("rms_gated_group_quant", x=_bf16(rows, HEAD_DIM), z=_bf16(rows, HEAD_DIM), w=_bf16(HEAD_DIM),
+                     eps=1e-6, G=HEAD_DIM, dt=torch.float8_e4m3fn)
 
 
 def heads(block: str, chain: str, card: str, names: tuple[str, str]) -> list[Row]:

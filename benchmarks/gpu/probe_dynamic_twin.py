@@ -11,7 +11,9 @@ reads it; Inductor's copy of a strided slice into a contiguous value (what a lay
 kernel's sliced output costs); Qwen3-Next's gated norm + group quant as the e2e block writes it, as its
 Inductor twin (the composition of references) writes it, and over other views of its heads (the quant
 over the flat rows; norm and quant over (M, 32, 128); the twin over heads the pass writes, and its
-quant over the token's row), none with a fused kernel here.
+quant over the token's row), none with a fused kernel here; the DeepSeek block's attention output (heads
+beside the token, flattened) and its group quant, against AITER's ``fused_flatten_fp8_group_quant`` reading
+the heads through their strides.
 CUDA-graph medians, µs.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
@@ -198,6 +200,29 @@ def qwen_gated_heads_token_quant(core: torch.Tensor, z: torch.Tensor, w: torch.T
     return consume(*reference.group_fp8_quant(y.view(m, 4096), 128, FN))
 
 
+def attn_in(m: int, g: torch.Generator) -> tuple[torch.Tensor]:
+    """The DeepSeek block's attention output, (1, 16 heads, M, 192) laid out as SDPA returns it for its
+    (M, 16, 192) query: token-major, each token's heads side by side."""
+    return (torch.randn(1, m, 16, 192, device="cuda", generator=g).to(torch.bfloat16).transpose(1, 2),)
+
+
+def attn_out_group_quant(o: torch.Tensor) -> torch.Tensor:
+    """The DeepSeek block's o_proj input as ``e2e_blocks`` writes it (v's first 128 of 192, heads moved
+    beside the token, flattened: a copy) and its group quant (vLLM's native code), read by an opaque op."""
+    import e2e_blocks
+
+    m = o.shape[2]
+    return consume(*e2e_blocks.group_quant(o[0, :, :, :128].transpose(0, 1).reshape(m, 16 * 128)))
+
+
+def fused_attn_out_group_quant(o: torch.Tensor) -> torch.Tensor:
+    """AITER's Triton ``fused_flatten_fp8_group_quant`` reading the same heads through their strides."""
+    from eqsat.library.aiter import triton_kernels
+
+    q, s = triton_kernels().fused_flatten_fp8_group_quant(o[0, :, :, :128].transpose(0, 1), 128, dtype_quant=FN)
+    return consume(q, s)
+
+
 def chains() -> dict[str, tuple]:
     own = torch.ops.eqsat
 
@@ -235,6 +260,7 @@ def chains() -> dict[str, tuple]:
                                 norm_in(7168, residual=True)),
         "copy_slice": (copy_slice, None,
                        lambda m, g: (torch.randn(m, 3072, device="cuda", generator=g).to(torch.bfloat16),)),
+        "attn_out_group_quant": (attn_out_group_quant, fused_attn_out_group_quant, attn_in),
         "qwen_gated_quant": (qwen_gated_quant, None, qwen_in),
         "qwen_gated_twin": (qwen_gated_twin, None, qwen_in),
         "qwen_gated_rows": (qwen_gated_rows, None, qwen_in),

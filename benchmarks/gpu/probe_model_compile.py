@@ -1,0 +1,88 @@
+"""The pass's share of a whole model's compile: a block's layers stacked, compiled as one graph.
+
+    export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu PYTHONUNBUFFERED=1
+    python3 benchmarks/gpu/probe_model_compile.py --block deepseek --layers 8 [--rounds 2] [--first 8192]
+
+A model as ``torch.compile(model)`` sees it: ``--layers`` decoder layers of ``e2e_blocks`` (``deepseek`` or
+``llama``, full widths; each layer's ``(out, residual)`` the next one's input) in one graph. Compiled as
+``e2e.py`` compiles a block (fresh compiles, no caches; one dynamic compile, the token dim marked, first run
+at ``--first``), by Inductor alone and with ``EqSatPass(profile="auto")``, in turn, ``--rounds`` times with
+the same pass object, as a process compiling a model would; the compiler is warmed up first (``e2e``).
+Printed per round and variant: Inductor's compile seconds (``e2e.Backend``), the pass's seconds, its share of
+Inductor alone's compile in the same round, and the fused kernels it wrote. Run one layer count per
+process: a process's first graphs pay the pass's one-off set-up (round 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+import e2e
+import e2e_blocks
+import torch
+import torch.nn as nn
+
+
+class Stack(nn.Module):
+    """``n`` layers of block ``name``, each layer's ``(out, residual)`` the next one's ``(hidden, residual)``."""
+
+    def __init__(self, name: str, n: int) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([e2e_blocks.build(name, "cuda") for _ in range(n)])
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual)
+        return hidden, residual
+
+
+def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tuple[float, float, str]:
+    """One fresh dynamic compile of ``model``, first run at ``first`` tokens: Inductor's seconds, the pass's
+    seconds, the kernels it wrote."""
+    import torch._inductor.config as ic
+
+    torch._dynamo.reset()
+    backend = e2e.Backend()
+    compiled = torch.compile(model, backend=backend)
+    x = model.layers[0].example_inputs(first, "cuda")
+    for t in x:
+        torch._dynamo.mark_dynamic(t, 0)
+    calls = len(p.calls) if p is not None else 0
+    with ic.patch(post_grad_custom_post_pass=p):
+        compiled(*x)
+    torch.cuda.synchronize()
+    torch._dynamo.reset()
+    if p is None:
+        return backend.seconds, 0.0, "-"
+    mine = p.calls[calls:]
+    kernels: dict[str, int] = {}
+    for c in mine:
+        for k, n in (c.report.kernels_chosen if c.report else {}).items():
+            kernels[k] = kernels.get(k, 0) + n
+    return backend.seconds, sum(c.seconds for c in mine), " ".join(f"{k}x{n}" for k, n in sorted(kernels.items()))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--block", choices=("deepseek", "llama"), default="deepseek")
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--first", type=int, default=8192, help="the dynamic compile's first run (tokens)")
+    args = ap.parse_args()
+    e2e.configure_torch()
+    t0 = time.perf_counter()
+    e2e.warm_up_compiler(torch.device("cuda"), exec_fx=False)
+    model = Stack(args.block, args.layers).eval()
+    p = e2e.TimedEqSatPass(profile="auto", sizes=e2e.DEFAULT_M)
+    print(f"{args.block} x {args.layers} layers, first run {args.first} tokens, profile {p.options.profile}", flush=True)
+    for rnd in range(1, args.rounds + 1):
+        alone, _, _ = compile_once(model, args.first, None)
+        own, pass_s, kernels = compile_once(model, args.first, p)
+        print(f"round {rnd}: Inductor alone {alone:6.2f} s | with the pass {own:6.2f} s, pass {pass_s * 1e3:7.1f} ms "
+              f"= {pass_s / alone:.2%} of Inductor alone's compile | {kernels}", flush=True)
+    print(f"total {time.perf_counter() - t0:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,7 +1,7 @@
 """The post-grad graphs the e2e blocks hand the pass, saved as graph files, and the pass's time on each.
 
     export PYTHONPATH=$PWD/.device-site:$PWD:$PWD/benchmarks/gpu
-    python3 benchmarks/gpu/capture_graphs.py --out $OUT/graphs [--blocks deepseek gptoss] [--rounds 2]
+    python3 benchmarks/gpu/capture_graphs.py --out $OUT/graphs [--blocks deepseek gptoss] [--rounds 2] [--layers 8]
 
 Each block of ``e2e_blocks`` is compiled as ``e2e.py`` compiles it (fresh compiles, the token dim marked
 dynamic from M = 8 on, so two graphs: M = 1 and every M >= 2) with Inductor's post-grad passes only (the
@@ -10,7 +10,11 @@ graph it is handed (``eqsat.graphfile.save``: ``<block>.M<m>.json``, symbolic di
 runs ``EqSatPass(profile="h200", sizes=M list)`` on it, timed; ``--rounds`` compiles every block again,
 each round with the same pass objects, as a process compiling a model would. Printed per graph: nodes,
 the pass's wall time and its stages (``Report.stage_ms``). The files let the pass be profiled on a CPU
-against the graphs a GPU compile makes (``python -m benchmarks.pass_profile``).
+against the graphs a GPU compile makes (``python -m benchmarks.pass_profile``). ``--layers N``: a model of N
+layers of each decoder-layer block in one graph instead (``e2e_blocks.Stack``; files ``<block>x<N>.M<m>.json``),
+to see how the pass's time grows with a model. Without a GPU the blocks have tiny widths (the same graphs'
+structure): ``PYTHONPATH=benchmarks/gpu .venv/bin/python benchmarks/gpu/capture_graphs.py --out DIR --blocks
+deepseek --M 8 --rounds 1 --layers 8`` takes seconds.
 """
 
 from __future__ import annotations
@@ -55,7 +59,10 @@ def main() -> None:
     ap.add_argument("--M", nargs="+", type=int, default=[1, 8])
     ap.add_argument("--sizes", nargs="+", type=int, default=list(e2e.DEFAULT_M))
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--layers", type=int, default=0, help="N >= 1: models of N layers of each decoder-layer block")
     args = ap.parse_args()
+    if args.layers and not set(args.blocks) <= set(e2e_blocks.DECODER_LAYERS):
+        ap.error(f"--layers stacks only the decoder-layer blocks {e2e_blocks.DECODER_LAYERS}")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     e2e.configure_torch()
@@ -71,7 +78,10 @@ def main() -> None:
         p.save = rnd == 0
         print(f"== round {rnd + 1}", flush=True)
         for name in args.blocks:
-            block = e2e_blocks.build(name, device, tiny=device.type == "cpu")
+            tiny = device.type == "cpu"
+            block = e2e_blocks.Stack(name, args.layers, device, tiny).eval() if args.layers else \
+                e2e_blocks.build(name, device, tiny=tiny)
+            stem = f"{name}x{args.layers}" if args.layers else name
             torch._dynamo.reset()
             compiled = torch.compile(block, backend=e2e.Backend(exec_fx=True))
             with ic.patch(post_grad_custom_post_pass=p):
@@ -80,7 +90,7 @@ def main() -> None:
                     if m >= 2:
                         for t in x:
                             torch._dynamo.mark_dynamic(t, 0)
-                    p.label = f"{name}.M{m}"
+                    p.label = f"{stem}.M{m}"
                     compiled(*x)
             torch._dynamo.reset()
 

@@ -593,3 +593,26 @@ def build(name: str, device: torch.device | str, tiny: bool = False, gemm: str =
             m.gemm = gemm
             m.quantize()
     return block.to(device).eval()
+
+
+DECODER_LAYERS = ("deepseek", "llama")  # blocks that are a whole decoder layer: (hidden, residual) -> the same
+
+
+class Stack(nn.Module):
+    """A model of ``n`` layers of block ``name`` (one of ``DECODER_LAYERS``), each built as ``build`` builds
+    it, each layer's ``(out, residual)`` the next one's ``(hidden, residual)``: what ``torch.compile(model)``
+    sees of a model, in one graph."""
+
+    def __init__(self, name: str, n: int, device: torch.device | str, tiny: bool = False) -> None:
+        super().__init__()
+        if name not in DECODER_LAYERS or n < 1:
+            raise ValueError(f"a stack is n >= 1 layers of one of {DECODER_LAYERS}, got {n} of {name!r}")
+        self.layers = nn.ModuleList([build(name, device, tiny) for _ in range(n)])
+
+    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        for layer in self.layers:
+            hidden, residual = layer(hidden, residual)
+        return hidden, residual
+
+    def example_inputs(self, m: int, device: torch.device | str, seed: int = 0) -> tuple[torch.Tensor, ...]:
+        return self.layers[0].example_inputs(m, device, seed)

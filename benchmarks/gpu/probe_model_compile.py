@@ -4,7 +4,7 @@
     python3 benchmarks/gpu/probe_model_compile.py --block deepseek --layers 8 [--rounds 2] [--first 8192]
 
 A model as ``torch.compile(model)`` sees it: ``--layers`` decoder layers of ``e2e_blocks`` (``deepseek`` or
-``llama``, full widths; each layer's ``(out, residual)`` the next one's input) in one graph. Compiled as
+``llama``, full widths; ``e2e_blocks.Stack``) in one graph. Compiled as
 ``e2e.py`` compiles a block (fresh compiles, no caches; one dynamic compile, the token dim marked, first run
 at ``--first``), by Inductor alone and with ``EqSatPass(profile="auto")``, in turn, ``--rounds`` times with
 the same pass object, as a process compiling a model would; the compiler is warmed up first (``e2e``).
@@ -19,22 +19,8 @@ import argparse
 import time
 
 import e2e
-import e2e_blocks
 import torch
-import torch.nn as nn
-
-
-class Stack(nn.Module):
-    """``n`` layers of block ``name``, each layer's ``(out, residual)`` the next one's ``(hidden, residual)``."""
-
-    def __init__(self, name: str, n: int) -> None:
-        super().__init__()
-        self.layers = nn.ModuleList([e2e_blocks.build(name, "cuda") for _ in range(n)])
-
-    def forward(self, hidden: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        for layer in self.layers:
-            hidden, residual = layer(hidden, residual)
-        return hidden, residual
+from e2e_blocks import DECODER_LAYERS, Stack
 
 
 def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tuple[float, float, str]:
@@ -45,7 +31,7 @@ def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tupl
     torch._dynamo.reset()
     backend = e2e.Backend()
     compiled = torch.compile(model, backend=backend)
-    x = model.layers[0].example_inputs(first, "cuda")
+    x = model.example_inputs(first, "cuda")
     for t in x:
         torch._dynamo.mark_dynamic(t, 0)
     calls = len(p.calls) if p is not None else 0
@@ -65,7 +51,7 @@ def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tupl
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--block", choices=("deepseek", "llama"), default="deepseek")
+    ap.add_argument("--block", choices=DECODER_LAYERS, default="deepseek")
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--first", type=int, default=8192, help="the dynamic compile's first run (tokens)")
@@ -73,7 +59,7 @@ def main() -> None:
     e2e.configure_torch()
     t0 = time.perf_counter()
     e2e.warm_up_compiler(torch.device("cuda"), exec_fx=False)
-    model = Stack(args.block, args.layers).eval()
+    model = Stack(args.block, args.layers, "cuda").eval()
     p = e2e.TimedEqSatPass(profile="auto", sizes=e2e.DEFAULT_M)
     print(f"{args.block} x {args.layers} layers, first run {args.first} tokens, profile {p.options.profile}", flush=True)
     for rnd in range(1, args.rounds + 1):

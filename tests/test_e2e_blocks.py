@@ -362,3 +362,36 @@ def test_result_files_are_named_by_the_cards_profile(e2e, monkeypatch, gpu, tag)
     else:  # no profile measured on that card: a clear error, unless one is named
         with pytest.raises(SystemExit):
             e2e.parse(["--blocks", "gptoss"])
+
+
+def test_a_stack_is_its_layers_in_turn_and_the_pass_fuses_every_layer(e2e) -> None:  # noqa: ANN001
+    """``e2e_blocks.Stack`` (``probe_model_compile``, ``capture_graphs --layers``): each layer's output is the
+    next one's input, only decoder layers stack, and in the one graph of three layers the pass fuses each
+    layer's sites (two add + norm + quant, the MLA pair, silu + quant a layer)."""
+    import copy
+
+    import e2e_blocks
+
+    import eqsat
+    from eqsat.fx.capture import copy_graph
+
+    stack = e2e_blocks.Stack("deepseek", 3, "cpu", tiny=True).eval()
+    x = stack.example_inputs(5, "cpu")
+    want = x
+    for layer in stack.layers:
+        want = layer(*want)
+    for got, w in zip(stack(*x), want, strict=True):
+        assert torch.equal(got, w)
+    with pytest.raises(ValueError, match="a stack is"):
+        e2e_blocks.Stack("qwen3next", 2, "cpu", tiny=True)
+
+    graphs: list[torch.fx.GraphModule] = []
+    torch._dynamo.reset()
+    with torch._inductor.config.patch(post_grad_custom_post_pass=lambda g: graphs.append(copy_graph(g)),
+                                      fx_graph_cache=False):
+        torch.compile(stack, backend=e2e.Backend(exec_fx=True))(*x)
+    torch._dynamo.reset()
+    report = eqsat.optimize(copy.deepcopy(graphs[0]), profile="h200", sizes=(1, 8, 64, 256, 1024, 4096, 8192),
+                            strict=True)
+    assert report.kernels_chosen == {"K_rmsnorm_add_fp8_group_quant": 6, "K_mla_dual_rms_norm_group_quant": 3,
+                                     "K_silu_mul_fp8_group_quant": 3}, report.summary()

@@ -42,11 +42,7 @@ def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tupl
     if p is None:
         return backend.seconds, 0.0, "-"
     mine = p.calls[calls:]
-    kernels: dict[str, int] = {}
-    for c in mine:
-        for k, n in (c.report.kernels_chosen if c.report else {}).items():
-            kernels[k] = kernels.get(k, 0) + n
-    return backend.seconds, sum(c.seconds for c in mine), " ".join(f"{k}x{n}" for k, n in sorted(kernels.items()))
+    return backend.seconds, sum(c.seconds for c in mine), e2e.fmt_kernels(e2e.kernels_of(mine))
 
 
 def main() -> None:

@@ -53,11 +53,15 @@ class Admissible:
         self.measured = None if measured is None else frozenset(measured)  # the profile's keys (None: all)
         self._costs: dict[ENode, float] = {}
         self._op_reasons: dict[str, tuple[str, ...]] = {}
+        self._asks: dict[str, bool] = {}
 
     def __call__(self, node: ENode) -> float:
         got = self._costs.get(node)
         if got is None:
-            asks = node.op == "Reshape" or (node.op in self.catalog and not self._always(node.op))
+            asks = self._asks.get(node.op)
+            if asks is None:  # whether an ``op`` e-node may be no candidate, by its arguments
+                asks = self._asks[node.op] = node.op == "Reshape" or (
+                    node.op in self.catalog and not self._always(node.op))
             if node not in self.exempt and (node in self.banned or (asks and self.why_not(node))):
                 got = INF
             else:

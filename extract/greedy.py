@@ -32,15 +32,6 @@ _REL_TOL = 1e-12
 _Best = dict[int, tuple[float, object, int]]
 
 
-def _parents(kids: list[tuple[int, ...]]) -> dict[int, list[int]]:
-    """E-class -> the e-nodes that read it (each once)."""
-    parents: dict[int, list[int]] = {}
-    for i, ks in enumerate(kids):
-        for k in ks:
-            parents.setdefault(k, []).append(i)
-    return parents
-
-
 def _ranks(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]],
            parents: dict[int, list[int]]) -> dict[int, int]:
     """Class -> when some finite node of it first has all children ranked (Kahn's order, bottom-up)."""
@@ -136,12 +127,12 @@ def _finish(egraph: EGraph, kids: list[tuple[int, ...]], best: _Best, first: dic
 
 def _setup(egraph: EGraph, cost: CostFn) -> tuple[list[float], list[tuple[int, ...]]]:
     own = [float(cost(n)) for n in egraph.nodes]
-    own = [c if math.isfinite(c) else math.inf for c in own]  # NaN counts as never choosable
-    bad = next((i for i, c in enumerate(own) if c < 0), None)
-    if bad is not None:
+    if not all(map(math.isfinite, own)):
+        own = [c if math.isfinite(c) else math.inf for c in own]  # NaN counts as never choosable
+    if min(own, default=0.0) < 0:
+        bad = next(i for i, c in enumerate(own) if c < 0)
         raise ExtractionError(f"e-node {bad} ({egraph.nodes[bad].op}) has negative cost {own[bad]}")
-    kids = [tuple(dict.fromkeys(n.children)) for n in egraph.nodes]
-    return own, kids
+    return own, egraph.kids
 
 
 _DENSE_FROM = 64  # e-nodes: below, a set's cost is summed bit by bit (numpy's set-up would cost more)
@@ -169,7 +160,7 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
     n = len(egraph.nodes)
     small = [c if math.isfinite(c) else 0.0 for c in own]  # non-finite nodes never enter a set
     dense = _DenseCost(small) if n > _DENSE_FROM else None
-    members = {c: sum(1 << j for j in nodes) for c, nodes in egraph.classes.items()}  # each class's nodes, a bitset
+    members = egraph.members  # each class's nodes, a bitset
     best: _Best = {}
 
     def bits_cost(x: int) -> float:
@@ -206,7 +197,7 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
             return None  # the node's own class is already below it: a cycle
         return total + own[i], acc | (1 << i)
 
-    parents = _parents(kids)
+    parents = egraph.users
     first, order = _fixpoint(egraph, own, kids, parents, best, value)
     selection = _finish(egraph, kids, best, first, order)
     return switch_multi_output(egraph, selection, {c: b[2] for c, b in best.items()}, own, kids, parents)
@@ -227,5 +218,5 @@ def tree_greedy(egraph: EGraph, cost: CostFn) -> Selection:
             total += b[0]
         return total, None
 
-    first, order = _fixpoint(egraph, own, kids, _parents(kids), best, value)
+    first, order = _fixpoint(egraph, own, kids, egraph.users, best, value)
     return _finish(egraph, kids, best, first, order)

@@ -9,7 +9,8 @@ A model as ``torch.compile(model)`` sees it: ``--layers`` decoder layers of ``e2
 at ``--first``), by Inductor alone and with ``EqSatPass(profile="auto")``, in turn, ``--rounds`` times with
 the same pass object, as a process compiling a model would; the compiler is warmed up first (``e2e``).
 Printed per round and variant: Inductor's compile seconds (``e2e.Backend``), the pass's seconds, its share of
-Inductor alone's compile in the same round, and the fused kernels it wrote. Run one layer count per
+Inductor alone's compile in the same round, the fused kernels it wrote, the graphs' nodes and the pass's stages
+(``Report.stage_ms``, to set beside ``benchmarks.pass_profile`` on the same graphs). Run one layer count per
 process: a process's first graphs pay the pass's one-off set-up (round 1).
 """
 
@@ -17,15 +18,19 @@ from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
 import e2e
 import torch
 from e2e_blocks import DECODER_LAYERS, Stack
 
+from eqsat import graphfile
 
-def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tuple[float, float, str]:
+
+def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None,
+                 save: Path | None = None) -> tuple[float, float, str]:
     """One fresh dynamic compile of ``model``, first run at ``first`` tokens: Inductor's seconds, the pass's
-    seconds, the kernels it wrote."""
+    seconds, the kernels it wrote and the pass's stages (ms, summed over its graphs)."""
     import torch._inductor.config as ic
 
     torch._dynamo.reset()
@@ -42,7 +47,18 @@ def compile_once(model: Stack, first: int, p: e2e.TimedEqSatPass | None) -> tupl
     if p is None:
         return backend.seconds, 0.0, "-"
     mine = p.calls[calls:]
-    return backend.seconds, sum(c.seconds for c in mine), e2e.fmt_kernels(e2e.kernels_of(mine))
+    if save is not None:  # the graphs the pass saw, for ``benchmarks.pass_profile`` on a CPU
+        save.mkdir(parents=True, exist_ok=True)
+        for k, c in enumerate(mine):
+            if c.before is not None:
+                graphfile.save(c.before.graph, save / f"graph{k}.json")
+    stages: dict[str, float] = {}
+    for c in mine:
+        for k, v in (c.report.stage_ms if c.report is not None else {}).items():
+            stages[k] = stages.get(k, 0.0) + v
+    nodes = "+".join(str(c.nodes_before) for c in mine)
+    parts = " ".join(f"{k} {v:.1f}" for k, v in stages.items())
+    return backend.seconds, sum(c.seconds for c in mine), f"{e2e.fmt_kernels(e2e.kernels_of(mine))} | {nodes} nodes [{parts}]"
 
 
 def main() -> None:
@@ -51,6 +67,7 @@ def main() -> None:
     ap.add_argument("--layers", type=int, default=8)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--first", type=int, default=8192, help="the dynamic compile's first run (tokens)")
+    ap.add_argument("--save", type=Path, default=None, help="a folder to save the graphs the pass saw in the last round")
     args = ap.parse_args()
     e2e.configure_torch()
     t0 = time.perf_counter()
@@ -60,7 +77,7 @@ def main() -> None:
     print(f"{args.block} x {args.layers} layers, first run {args.first} tokens, profile {p.options.profile}", flush=True)
     for rnd in range(1, args.rounds + 1):
         alone, _, _ = compile_once(model, args.first, None)
-        own, pass_s, kernels = compile_once(model, args.first, p)
+        own, pass_s, kernels = compile_once(model, args.first, p, args.save if rnd == args.rounds else None)
         print(f"round {rnd}: Inductor alone {alone:6.2f} s | with the pass {own:6.2f} s, pass {pass_s * 1e3:7.1f} ms "
               f"= {pass_s / alone:.2%} of Inductor alone's compile | {kernels}", flush=True)
     print(f"total {time.perf_counter() - t0:.0f} s", flush=True)

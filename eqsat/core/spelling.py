@@ -144,6 +144,8 @@ class VocabIndex:
     # fills it as it meets ops): it reads only the op (its schema, tags and torch's side-effect
     # registries), so the index a pass's engine keeps answers each op once
     op_reasons: dict[object, str | None] = field(init=False, default_factory=dict, repr=False, compare=False)
+    by_op: dict[object, tuple[tuple[Vocabulary, Spelling], ...]] = field(init=False, default_factory=dict, repr=False,
+                                                                         compare=False)  # ``candidates``, by op
 
     def __post_init__(self) -> None:  # one per pass: each vocabulary keeps its own table by qualname
         table: dict[str, tuple[tuple[Vocabulary, Spelling], ...]] = {}
@@ -154,9 +156,11 @@ class VocabIndex:
 
     def candidates(self, op: object) -> tuple[tuple[Vocabulary, Spelling], ...]:
         """Every spelling of ``op``, in vocabulary order: import takes the first that fits a node."""
-        if not isinstance(op, torch._ops.OpOverload):
-            return ()
-        return self.by_target.get(overload_qualname(op), ())
+        got = self.by_op.get(op)
+        if got is None:
+            got = self.by_op[op] = self.by_target.get(overload_qualname(op), ()) \
+                if isinstance(op, torch._ops.OpOverload) else ()
+        return got
 
     def lookup(self, op: object) -> tuple[Vocabulary, Spelling] | None:
         hits = self.candidates(op)

@@ -39,6 +39,7 @@ Entry points: :func:`load_profile` (a device profile, ``eqsat/cost/profiles/<nam
 from __future__ import annotations
 
 import json
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -348,16 +349,13 @@ class RooflineCost:
     def __call__(self, node: ENode) -> float:
         got = self._memo.get(node)
         if got is None:
-            got = self._memo[node] = sum(w * c for w, c in zip(self.weights, self.per_point(node), strict=True))
+            got = self._memo[node] = sum(map(operator.mul, self.weights, self.per_point(node)))  # one per size point
         return got
 
     def point_totals(self, nodes: Iterable[ENode]) -> list[float]:
         """The own costs of ``nodes`` summed at each size point."""
-        totals = [0.0] * len(self.points)
-        for node in nodes:
-            for k, c in enumerate(self.per_point(node)):
-                totals[k] += c
-        return totals
+        columns = list(zip(*map(self.per_point, nodes), strict=True))  # each tuple one per size point
+        return [sum(c) for c in columns] if columns else [0.0] * len(self.points)
 
     def per_point(self, node: ENode) -> tuple[float, ...]:
         """The own cost of ``node`` at each size point."""
@@ -410,8 +408,11 @@ class RooflineCost:
     def _static(self, node: ENode) -> bool:
         """Whether every class ``node`` reads or makes has a shape of ints (or no facts)."""
         facts = self.egraph.facts
-        for c in (*node.children, node.eclass):
+        f = facts.get(node.eclass)
+        if f is not None and f.symbolic:
+            return False
+        for c in node.children:
             f = facts.get(c)
-            if f is not None and not all(isinstance(d, int) for d in f.shape):
+            if f is not None and f.symbolic:
                 return False
         return True

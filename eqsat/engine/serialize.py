@@ -31,6 +31,10 @@ class Serialized:
     enode_of_node: dict[int, int] = field(default_factory=dict)  # FX node index -> its own term's e-node
 
 
+def _call(f: object, v: object) -> object:
+    return f(v)  # type: ignore[operator]
+
+
 def _parse_dim(d: str) -> int | str:
     try:
         return int(d)
@@ -53,7 +57,8 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
         return got
 
     def ref(v: object) -> Ref:
-        return refs[cid(v)]
+        got = ids.get(v)
+        return refs[got] if got is not None else refs[cid(v)]
 
     decode = {"T": ref, "i64": egraph.value_to_i64, "f64": egraph.value_to_f64,
               "String": egraph.value_to_string, "bool": egraph.value_to_bool}
@@ -64,10 +69,14 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
         if sorts is None or fn.is_let_binding:
             continue
         convert = [decode[s] for s in sorts]
+        terms_only = all(s == "T" for s in sorts)  # most constructors: a row is its classes
         for row in fn.rows:
             if row.subsumed:
                 continue
-            args = tuple([f(v) for f, v in zip(convert, row.inputs, strict=True)])
+            inputs = row.inputs
+            if len(inputs) != len(convert):
+                raise RuntimeError(f"{name}: a row of {len(inputs)} inputs where its sorts are {sorts}")
+            args = tuple(map(ref, inputs)) if terms_only else tuple(map(_call, convert, inputs))
             nodes.append(ENode(name, args, cid(row.output)))
     loaded = functions.get(FX)
     named = {egraph.value_to_i64(r.inputs[0]): r.output for r in loaded.rows} if loaded is not None else {}

@@ -47,27 +47,35 @@ def bind_arg(bound: dict[str, object], p: str | Const | tuple[str | int, ...], v
     return True
 
 
+_ABSENT = object()  # an argument the call does not give
+
+
 def bind(node: fx.Node, spelling, spec) -> tuple | None:
     """Constructor arguments for ``node`` spelled by ``spelling``, or None if it does not fit."""
     arguments = op_schema(node.target).arguments
-    given: dict[str, object] = {}
-    for i, a in enumerate(arguments):
-        if i < len(node.args):
-            given[a.name] = node.args[i]
-        elif a.name in node.kwargs:
-            given[a.name] = node.kwargs[a.name]
+    args, kwargs = node.args, node.kwargs
+    n = len(args)
+
+    def given(i: int, name: str) -> object:
+        return args[i] if i < n else kwargs.get(name, _ABSENT)
+
     bound: dict[str, object] = {}
-    for p, a in zip(spelling.args, arguments[:len(spelling.args)], strict=True):
-        if not bind_arg(bound, p, given.get(a.name)):
+    for i, p in enumerate(spelling.args):
+        v = given(i, arguments[i].name)
+        if not bind_arg(bound, p, None if v is _ABSENT else v):
             return None
-    fixed = dict(spelling.fixed)
-    first = node.args[0].meta.get("val") if node.args and isinstance(node.args[0], fx.Node) else None
-    rank = first.dim() if isinstance(first, torch.Tensor) else None
-    for a in arguments[len(spelling.args):]:
+    fixed = dict(spelling.fixed) if spelling.fixed else {}
+    rank: int | None | object = _ABSENT  # the rank of the op's first input, read only for a pinned dim
+    for i in range(len(spelling.args), len(arguments)):
+        a = arguments[i]
+        v = given(i, a.name)
         if a.name in fixed:
-            if fixed_key(a.name, given.get(a.name, a.default), rank) != fixed_key(a.name, fixed[a.name], rank):
+            if rank is _ABSENT:
+                first = args[0].meta.get("val") if args and isinstance(args[0], fx.Node) else None
+                rank = first.dim() if isinstance(first, torch.Tensor) else None
+            if fixed_key(a.name, a.default if v is _ABSENT else v, rank) != fixed_key(a.name, fixed[a.name], rank):
                 return None
-        elif a.name in given and given[a.name] != a.default:
+        elif v is not _ABSENT and v != a.default:
             return None
     for p in spelling.from_output_dtype:
         val = node.meta.get("val")

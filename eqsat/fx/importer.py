@@ -31,6 +31,7 @@ from eqsat.core.ir import LEAF, MAX_GENERIC_TENSOR_ARGS, dim_key, dtype_name, sh
 from eqsat.core.spelling import VocabIndex, op_schema
 from eqsat.fx.bind import bind, bind_functionalized
 from eqsat.fx.fake_value import is_contiguous
+from eqsat.fx.output_layouts import sym_expr
 from eqsat.fx.preconditions import tie_dims
 from eqsat.kernels.catalog import Catalog
 
@@ -131,16 +132,27 @@ def _shape_env(nodes: Sequence[fx.Node]) -> object | None:
     return None
 
 
-def facts_of(val: object) -> TensorFacts | None:
-    """The facts of a value (``None`` for a non-tensor)."""
+def facts_of(val: object, memo: dict[tuple, TensorFacts] | None = None) -> TensorFacts | None:
+    """The facts of a value (``None`` for a non-tensor). ``memo``: facts by layout (dtype, sizes and strides,
+    symbolic ones as expressions), one object per layout, for the values of one graph (its layers repeat
+    a few layouts)."""
     if not isinstance(val, torch.Tensor):
         return None
     shape = val.shape
+    key = None
+    if memo is not None:
+        key = (val.dtype, *map(sym_expr, shape), None, *map(sym_expr, val.stride()))
+        got = memo.get(key)
+        if got is not None:
+            return got
     try:
         contiguous = is_contiguous(val, shape)
     except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
         contiguous = False
-    return TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, shape)), contiguous)
+    facts = TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, shape)), contiguous)
+    if key is not None:
+        memo[key] = facts  # type: ignore[index]
+    return facts
 
 
 def _mutated_args(node: fx.Node) -> list[fx.Node]:
@@ -204,7 +216,7 @@ def _opaque_reason(node: fx.Node, mutated: set[fx.Node], by_target: dict[object,
     """Why ``node`` stays opaque, or None; ``by_target`` memoises what depends on an op alone."""
     if node.op != "call_function":
         return f"{node.op} node"
-    if node in mutated or any(a in mutated for a in node.all_input_nodes):
+    if mutated and (node in mutated or any(a in mutated for a in node.all_input_nodes)):
         return "reads or produces a value that is mutated in place"
     target = node.target
     if target is operator.getitem or target is AUTO_FUNCTIONALIZED:
@@ -282,8 +294,9 @@ class _Importer:
         read = {a.node for _, args in self.out.terms.values() for a in args if isinstance(a, Arg)}
         for i in [i for i, (op, _) in self.out.terms.items() if op == LEAF and i not in read]:
             del self.out.terms[i]  # no term reads it and it is no root: its class could only ever hold it
+        layouts: dict[tuple, TensorFacts] = {}
         for i in self.out.terms:  # the facts of the values loaded, and of no other
-            facts = facts_of(self.nodes[i].meta.get("val"))
+            facts = facts_of(self.nodes[i].meta.get("val"), layouts)
             if facts is not None:
                 self.out.facts[i] = facts
         # what the graph's own ops require of dims

@@ -99,7 +99,7 @@ def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Impor
     if not twin_classes:
         return before
     native = {ser.class_of_node[i] for i in ser.enode_of_node
-              if str(getattr(imported.nodes[i], "target", "")).startswith(("aten.", "prims."))}
+              if isinstance(t := imported.nodes[i].target, torch._ops.OpOverload) and t.namespace in ("aten", "prims")}
     if not native:
         return before
     cost = InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins, twin_classes)
@@ -319,7 +319,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):
-            ser = serialize.serialize(egraph, engine.extractable, imported.terms, imported.roots)
+            ser = serialize.serialize(egraph, engine.extractable, imported.terms, imported.roots, engine.facts)
         if dumper is not None:
             dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
     if options.strict:  # tests: a table the clear ruleset missed would leak rows into the next graph
@@ -352,14 +352,15 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             reached = check(eg, selection)
             if not banned:
                 before = _inductor_alone(eg, ser, imported, admissible, before, options.catalog, options.extractor)
-            report.predicted_before_us = dag_cost(eg, before, admissible)
+                before_reached = reachable(eg, before)
+            report.predicted_before_us = dag_cost(eg, before, admissible, before_reached)
             report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
         if dumper is not None and not banned:
             dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
         native = set(imported.vocabularies) <= {"aten"}
         margin = max(NATIVE_MARGIN_US, NATIVE_MARGIN * report.predicted_before_us) if native else IMPROVEMENT_EPS_US
         faster = report.predicted_after_us < report.predicted_before_us - margin
-        was = cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before))
+        was = cost.point_totals(eg.nodes[before[c]] for c in before_reached)
         after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
         slower = _slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
         if slower is not None and options.emit != "always":  # "always" writes the range's own extraction

@@ -27,31 +27,32 @@ class ExtractionError(RuntimeError):
 
 def reachable(egraph: EGraph, selection: Selection) -> list[int]:
     """E-classes reached from the roots through the selection, children before parents."""
+    nodes = egraph.nodes
     order: list[int] = []
-    state: dict[int, int] = {}  # 1 = on stack, 2 = done
+    state: dict[int, int] = {}  # 1 = on the stack, 2 = done
     for root in egraph.roots:
-        stack: list[tuple[int, int]] = [(root, 0)]
+        if root in state:
+            continue
+        if root not in selection:
+            raise ExtractionError(f"e-class {root} is needed but not selected")
+        state[root] = 1
+        stack = [(root, iter(nodes[selection[root]].children))]
         while stack:
-            cls, i = stack.pop()
-            if i == 0:
-                if state.get(cls) == 2:
-                    continue
-                if state.get(cls) == 1:
-                    raise ExtractionError(f"selection has a cycle through e-class {cls}")
-                if cls not in selection:
-                    raise ExtractionError(f"e-class {cls} is needed but not selected")
-                state[cls] = 1
-            kids = egraph.nodes[selection[cls]].children
-            if i < len(kids):
-                stack.append((cls, i + 1))
-                kid = kids[i]
-                if state.get(kid) == 1:
+            cls, kids = stack[-1]
+            for kid in kids:
+                seen = state.get(kid)
+                if seen is None:
+                    if kid not in selection:
+                        raise ExtractionError(f"e-class {kid} is needed but not selected")
+                    state[kid] = 1
+                    stack.append((kid, iter(nodes[selection[kid]].children)))
+                    break
+                if seen == 1:
                     raise ExtractionError(f"selection has a cycle through e-class {kid}")
-                if state.get(kid) != 2:
-                    stack.append((kid, 0))
             else:
                 state[cls] = 2
                 order.append(cls)
+                stack.pop()
     return order
 
 

@@ -35,17 +35,18 @@ _Best = dict[int, tuple[float, object, int]]
 def _ranks(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]],
            parents: dict[int, list[int]]) -> dict[int, int]:
     """Class -> when some finite node of it first has all children ranked (Kahn's order, bottom-up)."""
+    inf, eclass = math.inf, egraph.eclass_of
     missing = [len(k) for k in kids]
-    queue = deque(i for i, k in enumerate(kids) if not k and math.isfinite(own[i]))
+    queue = deque(i for i, k in enumerate(kids) if not k and own[i] < inf)
     rank: dict[int, int] = {}
     while queue:
-        cls = egraph.nodes[queue.popleft()].eclass
+        cls = eclass[queue.popleft()]
         if cls in rank:
             continue
         rank[cls] = len(rank)
         for p in parents.get(cls, ()):
             missing[p] -= 1
-            if not missing[p] and math.isfinite(own[p]):
+            if not missing[p] and own[p] < inf:
                 queue.append(p)
     return rank
 
@@ -57,33 +58,34 @@ def _fixpoint(egraph: EGraph, own: list[float], kids: list[tuple[int, ...]], par
     The worklist is a heap keyed by the class's bottom-up rank, so on DAG-shaped e-graphs children
     are (mostly) final before their parents are evaluated and few nodes are evaluated twice.
     """
-    nodes = egraph.nodes
+    inf, eclass, n = math.inf, egraph.eclass_of, len(egraph.nodes)  # own costs are finite or inf (_setup)
     rank = _ranks(egraph, own, kids, parents)
     first: dict[int, int] = {}
     order: dict[int, int] = {}
-    queued = bytearray(len(nodes))
-    queue = [(rank[nodes[i].eclass], i) for i in range(len(nodes)) if not kids[i] and math.isfinite(own[i])]
+    queued = bytearray(n)
+    queue = [(rank[eclass[i]], i) for i in range(n) if not kids[i] and own[i] < inf]
     for _, i in queue:
         queued[i] = 1
+    push, pop = heapq.heappush, heapq.heappop
     while queue:
-        i = heapq.heappop(queue)[1]
+        i = pop(queue)[1]
         queued[i] = 0
         got = value(i)
         if got is None:
             continue
         total, payload = got
-        cls = nodes[i].eclass
+        cls = eclass[i]
         old = best.get(cls)
-        if old is not None and not total < old[0] - _REL_TOL * (abs(old[0]) if math.isfinite(old[0]) else 0):
+        if old is not None and not total < old[0] - _REL_TOL * (abs(old[0]) if old[0] < inf else 0):
             continue
         best[cls] = (total, payload, i)
         if old is None:
             first[cls] = i
             order[cls] = len(order)
         for p in parents.get(cls, ()):
-            if not queued[p] and math.isfinite(own[p]):
+            if not queued[p] and own[p] < inf:
                 queued[p] = 1
-                heapq.heappush(queue, (rank.get(nodes[p].eclass, len(nodes)), p))  # unranked: no finite bottom-up path
+                push(queue, (rank.get(eclass[p], n), p))  # unranked: no finite bottom-up path
     return first, order
 
 
@@ -173,6 +175,8 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
             return s
         return dense(x)
 
+    eclass = egraph.eclass_of
+
     def value(i: int) -> tuple[float, object] | None:
         ready = [best.get(k) for k in kids[i]]
         if None in ready:
@@ -180,7 +184,6 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
         acc, total = 0, 0.0
         for b in ready:
             kt, ks = b[0], b[1]  # type: ignore[index]
-            assert isinstance(ks, int)
             if not acc:
                 acc, total = ks, kt
                 continue
@@ -193,7 +196,7 @@ def greedy_dag(egraph: EGraph, cost: CostFn) -> Selection:
                 new = ks & ~acc
                 extra = bits_cost(new) if new.bit_count() <= inter.bit_count() else kt - bits_cost(inter)
                 acc, total = acc | ks, total + extra
-        if acc & members[egraph.nodes[i].eclass]:
+        if acc & members[eclass[i]]:
             return None  # the node's own class is already below it: a cycle
         return total + own[i], acc | (1 << i)
 

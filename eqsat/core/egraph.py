@@ -9,7 +9,7 @@ Invariants:
   primitive arguments (int, float, str, bool) in place and e-class arguments as :class:`Ref`;
 - ``facts`` holds tensor facts for tensor-valued classes only (tuple-valued classes have none);
 - an ``EGraph`` is never changed once made: what is derived from its structure alone (``kids``,
-  ``users``, ``members``) is worked out once, on first use, and shared by every extraction over it.
+  ``users``, ``members``, ``eclass_of``) is worked out once, on first use, and shared by every extraction over it.
 """
 
 from __future__ import annotations
@@ -112,6 +112,11 @@ class EGraph:
 
     def __len__(self) -> int:
         return len(self.nodes)
+
+    @cached_property
+    def eclass_of(self) -> list[int]:
+        """Each e-node's class, by node index."""
+        return [n.eclass for n in self.nodes]
 
     @cached_property
     def kids(self) -> list[tuple[int, ...]]:

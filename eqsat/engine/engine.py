@@ -26,6 +26,7 @@ from pathlib import Path
 
 from egglog import bindings as eb
 
+from eqsat.core.egraph import TensorFacts
 from eqsat.core.ir import LEAF, constructor, schema
 from eqsat.core.rule import Rule
 from eqsat.core.spelling import VocabIndex, Vocabulary
@@ -135,6 +136,9 @@ class Engine:
         self.layouts = OutputLayouts()
         self.traces = Traces()
         self.admissible: dict[tuple, tuple] = {}  # eqsat.admissible's choices, by op and facts
+        # one TensorFacts object per layout across this engine's graphs (``serialize``): the memos keyed by
+        # facts (costs, choices) then find a key by identity, without comparing fields
+        self.facts: dict[TensorFacts, TensorFacts] = {}
         self.egraph = eb.EGraph()
         program = [schema(), *shared_schema(), f"(ruleset {NONE})", f"(ruleset {CLEAR})"]
         program += [f'(dtype-ok "{s.name}" "{d}")' for s in catalog for d in s.dtypes]

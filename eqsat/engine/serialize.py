@@ -22,6 +22,8 @@ from eqsat.core.facts import FACTS, unpack
 from eqsat.core.ir import FX, LEAF
 from eqsat.fx.importer import Arg, Term
 
+INTERN_CAP = 1 << 14  # layouts an engine keeps interned across graphs
+
 
 @dataclass
 class Serialized:
@@ -43,8 +45,12 @@ def _parse_dim(d: str) -> int | str:
 
 
 def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms: Mapping[int, Term],
-              root_nodes: list[int]) -> Serialized:
-    """Freeze ``egraph``; ``terms`` are the loaded terms by FX node index (``Imported.terms``)."""
+              root_nodes: list[int], interned: dict[TensorFacts, TensorFacts] | None = None) -> Serialized:
+    """Freeze ``egraph``; ``terms`` are the loaded terms by FX node index (``Imported.terms``). ``interned``:
+    facts already made (an engine's, across its graphs), each layout's one object, grown here."""
+    interned = {} if interned is None else interned
+    if len(interned) > INTERN_CAP:  # graphs of other symbols each add theirs: start again
+        interned.clear()
     functions = egraph.freeze().functions  # a fresh dict each time it is read: read once
     ids: dict[object, int] = {}
     refs: list[Ref] = []  # one Ref per e-class, shared by every e-node that reads it
@@ -103,7 +109,8 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
         if got is None:
             text = egraph.value_to_string(sv)
             shape = tuple(_parse_dim(d) for d in text.split(",")) if text else ()
-            got = made[key] = TensorFacts(egraph.value_to_string(dv), shape, unpack(egraph.value_to_i64(pv))[2])
+            got = TensorFacts(egraph.value_to_string(dv), shape, unpack(egraph.value_to_i64(pv))[2])
+            got = made[key] = interned.setdefault(got, got)
         facts[c] = got
     index = {(n.op, n.args): k for k, n in enumerate(nodes)}
     enode_of_node: dict[int, int] = {}

@@ -1,7 +1,7 @@
 """Paired A/B of eqsat's pass time between two checkouts, side by side in one run.
 
     python -m benchmarks.paired_ab OLD_CHECKOUT [NEW_CHECKOUT] [--rounds N] [--one-off | --after-baseline]
-                                   [--graph NAME]
+                                   [--graph NAME | --file GRAPH.json]
 
 On a shared VM the machine's speed drifts by up to 2x over minutes, so two benchmark runs made one
 after the other cannot show a 5% change. Here two worker processes, one per checkout (each imports
@@ -12,6 +12,9 @@ engine declaring what the graph can fire; with ``--after-baseline`` each worker 
 (``benchmarks.baseline``) on another copy, untimed, as ``benchmarks.pass_time``'s warm runs follow it
 (the caches then hold the baseline's code and data, not eqsat's). A slow spell then hits both alike:
 the median of the paired differences is the change. Make OLD_CHECKOUT with ``git worktree add /tmp/old <commit>``.
+``--file``: saved graphs instead (``eqsat.graphfile``, e.g. the stacked layers ``capture_graphs.py --layers N``
+writes), each run on a fresh load. Each worker imports its checkout's own ``extract/`` and ``rewrites/`` as
+``eqsat.extract`` and ``eqsat.rewrites`` (an editable install would otherwise hand both the installed tree's).
 """
 
 from __future__ import annotations
@@ -24,8 +27,20 @@ import sys
 from pathlib import Path
 
 WORKER = """
-import sys, time
+import importlib.util, pathlib, sys, time
+
+class CheckoutTree:  # this checkout's eqsat.extract and eqsat.rewrites (pyproject's package-dir), before an installed copy's
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        sub = {"eqsat.extract": "extract", "eqsat.rewrites": "rewrites"}.get(name)
+        if sub is None:
+            return None
+        folder = pathlib.Path.cwd() / sub
+        return importlib.util.spec_from_file_location(name, folder / "__init__.py", submodule_search_locations=[str(folder)])
+
+sys.meta_path.insert(0, CheckoutTree)
 import eqsat
+from eqsat import graphfile
 from benchmarks.graphs import models
 from benchmarks.pass_time import OPTIONS, Bench, _declared
 from eqsat.fx.capture import copy_graph
@@ -37,17 +52,19 @@ ready = {}
 bench = Bench(runs=1) if after_baseline else None  # its baseline, run as pass_time runs it
 for line in sys.stdin:
     name = line.strip()
+    is_file = name.endswith(".json")  # a saved graph (eqsat.graphfile), loaded afresh for each run
     if name not in ready:
-        gm = models.GRAPHS[name]()
+        gm = graphfile.load(name) if is_file else models.GRAPHS[name]()
         if one_off:
             ready[name] = (gm, import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies)))
         else:
             engine = Bench.engine_for(gm)
             for _ in range(3):
-                eqsat.optimize(copy_graph(gm), OPTIONS, engine=engine, recompile=False)
+                eqsat.optimize(graphfile.load(name) if is_file else copy_graph(gm), OPTIONS, engine=engine,
+                               recompile=False)
             ready[name] = (gm, engine)
     gm, prepared = ready[name]
-    g = copy_graph(gm)
+    g = graphfile.load(name) if is_file else copy_graph(gm)
     if bench is not None:
         bench.baseline_run(copy_graph(gm))
     start = time.perf_counter()
@@ -66,6 +83,9 @@ def main(argv: list[str]) -> int:
     mode.add_argument("--after-baseline", action="store_true",
                       help="run the baseline (untimed) right before each timed pass, as pass_time's warm runs")
     parser.add_argument("--graph", action="append", help="only this graph of benchmarks.graphs.models (repeatable)")
+    parser.add_argument("--file", action="append", type=Path,
+                        help="a saved graph (eqsat.graphfile, e.g. from benchmarks/gpu/capture_graphs.py) to time "
+                             "instead (repeatable)")
     args = parser.parse_args(argv)
     from benchmarks.graphs import models
 
@@ -78,7 +98,7 @@ def main(argv: list[str]) -> int:
             stderr=subprocess.DEVNULL, text=True)
     print(f"{'graph':28s} {'old ms':>8s} {'new ms':>8s}  paired old - new")
     try:
-        for name in args.graph or models.GRAPHS:
+        for name in [str(f.resolve()) for f in args.file or ()] or args.graph or models.GRAPHS:
             times: dict[str, list[float]] = {"old": [], "new": []}
             for k in range(args.rounds):
                 for label in ("old", "new") if k % 2 else ("new", "old"):
@@ -92,7 +112,7 @@ def main(argv: list[str]) -> int:
                     times[label].append(float(reply))
             old, new = times["old"][2:], times["new"][2:]  # the first rounds warm caches up
             diff = statistics.median(a - b for a, b in zip(old, new, strict=True))
-            print(f"{name:28s} {statistics.median(old):8.2f} {statistics.median(new):8.2f}  "
+            print(f"{Path(name).stem if args.file else name:28s} {statistics.median(old):8.2f} {statistics.median(new):8.2f}  "
                   f"{diff:+.2f} ms ({diff / statistics.median(old):+.0%})", flush=True)
     finally:
         for worker in workers.values():

@@ -373,6 +373,18 @@ def test_the_paired_ab_compares_two_checkouts_side_by_side(capsys, mode):
     assert row.startswith("gpt-oss router + pad") and old > 0 and new > 0 and "ms (" in row
 
 
+def test_the_paired_ab_times_saved_graphs(capsys, tmp_path):
+    from pathlib import Path
+
+    from benchmarks import paired_ab
+    from eqsat import graphfile
+    graphfile.save(models.gpt_oss_router_pad().graph, tmp_path / "router.json")
+    here = str(Path(paired_ab.__file__).resolve().parent.parent)
+    assert paired_ab.main([here, here, "--rounds", "4", "--file", str(tmp_path / "router.json")]) == 0
+    row = capsys.readouterr().out.splitlines()[-1]
+    assert row.startswith("router ") and float(row.split()[1]) > 0 and float(row.split()[2]) > 0
+
+
 def test_the_paired_ab_takes_one_mode_at_a_time():
     from benchmarks import paired_ab
     with pytest.raises(SystemExit):

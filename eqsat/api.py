@@ -315,7 +315,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             engine.load(imported)
         with stage("saturate"):
             sat = saturate.saturate(egraph, options.budgets, deadline, engine.size_bound(imported), engine.parsed,
-                                    engine.grow, ruleset=engine.ruleset)
+                                    engine.grow, ruleset=engine.ruleset, chains=engine.chains)
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):

@@ -115,7 +115,7 @@ _BIG = (
           "(= (shape s) S)", "(= (ndim x) __k)", "(= (dim x -1) __d)", "(contiguous s)"),
          ("(let __r (Convert s dt))", *made("__r", "dt", "S", "__k", "__d"), '(let __r32 (Convert __r "float32"))',
           *made("__r32", '"float32"', "S", "__k", "__d"), '(union __s2 (Add (Convert x "float32") __r32))'),
-         "rounding", "lift"),
+         "rounding", "lift", chains=True),  # each firing gives the next layer's sum the form it matches
     *(quant_group_rule(fp8, fmax, folded) for fp8, fmax in NATIVE_FP8_MAX for folded in (False, True)),
 )
 RULES: tuple[Rule, ...] = (

@@ -240,6 +240,38 @@ def test_the_fp32_residual_moves_by_half_a_step_of_its_dtype():
         assert ((got - want).abs() <= eps / 2 * s.abs() + eps * want.abs()).all()  # s rounded, then the final cast
 
 
+DEEP = 40  # residual adds in one stream: past the iteration cap (30), had each layer taken an iteration
+
+
+def deep_fp32_residual(x, r, *rest):
+    """``DEEP`` add + norm + quant sites on one residual stream as Inductor <= 2.11 leaves a model compiled
+    whole: each add reads the previous fp32 sum (the first site's add is ``float(x) + float(r)``)."""
+    os, ws = rest[:DEEP - 1], rest[DEEP - 1:]
+    s = x.float() + r.float()
+    outs = list(vllm.rocm_aiter_group_fp8_quant(rms_native(s, ws[0], 1e-6), 128))
+    for o, w in zip(os, ws[1:], strict=True):
+        s = o.float() + s
+        outs += vllm.rocm_aiter_group_fp8_quant(rms_native(s, w, 1e-6), 128)
+    return (*outs, s.to(x.dtype))
+
+
+def test_a_deep_fp32_residual_fuses_every_site_in_few_iterations():
+    """``lift-add-rms-norm-fp32-residual`` chains (its firing gives the next sum the form it matches), so it
+    runs alone to a fixpoint first: all ``DEEP`` sites fuse, each add reading the previous kernel's rounded
+    residual, in as many iterations of the whole rule set as one site takes."""
+    inputs = [rand(8, 256), rand(8, 256, seed=3), *(rand(8, 256, seed=10 + i) for i in range(DEEP - 1)),
+              *(rand(256, seed=100 + i) for i in range(DEEP))]
+    gm = trace(deep_fp32_residual, *inputs)
+    report = eqsat.optimize(gm, strict=True)
+    assert report.kernels_chosen.get("K_rmsnorm_add_fp8_group_quant") == DEEP, report.summary()
+    assert report.stop_reason == "saturated" and report.iterations <= 10, report.summary()
+    x, r, os = inputs[0], inputs[1], inputs[2:DEEP + 1]
+    s = x.float() + r.float()
+    for o in os:  # the user's code: the residual rounded to x's dtype at each layer
+        s = o.float() + s.to(x.dtype).float()
+    assert torch.equal(gm(*inputs)[-1], s.to(x.dtype))
+
+
 def test_a_residual_stream_kept_in_fp32_is_not_rounded():
     """A user's fp32 residual (the sum of fp32 values): no 16-bit residual the code rounded to, no rule."""
     def before(x32, r32, o, w):

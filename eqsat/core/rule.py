@@ -5,8 +5,10 @@ not a replacement); ``rule(name, query, actions)`` is the general multi-fact for
 ``exact`` (bit-identical results) or ``rounding`` (equal up to the rounding of an intermediate);
 ``Options.numerics`` selects which rules may run. ``converse`` names the rule that states the same
 equalities the other way round (a kernel's ``fuse`` rule for its ``unlift``): on the terms that rule
-made, this one has nothing to add (``eqsat.engine.reach`` uses it). Rendering to egglog text
-(``eqsat.core.facts`` encodes the fact forms) is the only behaviour.
+made, this one has nothing to add (``eqsat.engine.reach`` uses it). ``chains``: the rule's firing makes
+its own next match (one link of a chain an iteration, as the residual adds of a model's layers), so
+saturation first runs it alone to a fixpoint, where an iteration costs little (``eqsat.engine.saturate``).
+Rendering to egglog text (``eqsat.core.facts`` encodes the fact forms) is the only behaviour.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ class Rule:
     numerics: Numerics = "exact"
     family: str = ""
     converse: str = ""  # the rule stating the same equalities the other way (``eqsat.engine.reach``)
+    chains: bool = False  # its firing makes its own next match: run alone to a fixpoint first
 
     def egglog(self, ruleset: str) -> str:
         """The egglog rule; its fact forms read and state the packed facts (``eqsat.core.facts``)."""
@@ -50,5 +53,5 @@ def rewrite(name: str, lhs: str, rhs: str, *when: str, numerics: Numerics = "exa
 
 
 def rule(name: str, query: tuple[str, ...], actions: tuple[str, ...], numerics: Numerics = "exact",
-         family: str = "", converse: str = "") -> Rule:
-    return Rule(name, query, actions, numerics, family, converse)
+         family: str = "", converse: str = "", chains: bool = False) -> Rule:
+    return Rule(name, query, actions, numerics, family, converse, chains)

@@ -129,6 +129,8 @@ class Engine:
         self._fired: frozenset[str] | None = None  # the rules that matched on it, when declared on demand
         self.ruleset = NONE  # the rules the graph last prepared for can fire now, combined (see declare_for)
         self.running: frozenset[str] = frozenset()  # their names
+        self.chains: str | None = None  # those of them that chain (``Rule.chains``), combined; None if none
+        self._chaining = frozenset(r.name for r in self.rules if r.chains)
         self.run_every_declared = False  # run every declared rule on every graph (tests of reach's soundness)
         self._combined: dict[frozenset[str], str] = {frozenset(): NONE}  # rule names -> their ruleset
         self._vocab: VocabIndex | None = None  # see vocab_index
@@ -289,12 +291,18 @@ class Engine:
         names = frozenset(r.name for r in rules).union(r.name for r in self._can if r.name in self.declared)
         if self.run_every_declared:
             names = frozenset(n for n in self.declared if n in self._rule_index)
+        chaining = names & self._chaining
+        self.running, self.ruleset = names, self._combine(names)
+        self.chains = self._combine(chaining) if chaining else None
+        return self.ruleset
+
+    def _combine(self, names: frozenset[str]) -> str:
+        """The ruleset that runs the declared rules ``names`` (one egglog ruleset per set, made once)."""
         got = self._combined.get(names)
         if got is None:
             got = self._combined[names] = f"g{len(self._combined)}"
             members = " ".join(self._own(n) for n in sorted(names, key=self._rule_index.__getitem__))
             self._declare([f"(unstable-combined-ruleset {got} {members})"])
-        self.running, self.ruleset = names, got
         return got
 
     @contextmanager

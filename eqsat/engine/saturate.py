@@ -1,5 +1,9 @@
 """Saturate: run the rule set under budgets, and say why it stopped.
 
+Rules that chain (``chains``: each firing makes the rule's own next match, one link an iteration) first
+run alone, to a fixpoint or ``CHAIN_ITERATIONS`` (an iteration of one rule costs a fraction of one of the
+whole ruleset, and the links of a deep model would otherwise spend the iteration cap); they stay in
+``ruleset`` too. The result is the same fixpoint: only the order rules fire in changes.
 Iterations run in egglog calls of 4, 8, 16, ... (the ``simple`` scheduler stops a call at the first
 iteration that changes nothing), since each call has a fixed overhead and small graphs saturate in a
 handful; a call runs no more iterations than the cap leaves, than the last call's pace fits in the
@@ -29,6 +33,7 @@ from eqsat.core.errors import BudgetExceeded
 
 SATURATION_SHARE = 0.4  # of the budget left when saturation starts
 FIRST_CALL = 4  # iterations of the first egglog call, when the e-graph is known to be small
+CHAIN_ITERATIONS = 256  # at most, for the rules that chain: two links a layer of a deep model
 ROW_SECONDS = 1e-6  # a pessimistic pace before any is measured: one iteration over one row, well above the observed pace
 # scheduler -> (egglog schedule of {n} iterations, iterations a call runs: None for doubling calls,
 # which needs egglog to stop a call at the first iteration that changes nothing, as its ``run``
@@ -93,6 +98,7 @@ class SaturationReport:
     matches: Counter[str] = field(default_factory=Counter)
     nodes: int = 0  # rows when egglog was last asked; 0 if a SizeBound made asking needless
     seconds: float = 0.0
+    chain_iterations: int = 0  # of the rules that chain, alone, before the others (not in ``iterations``)
 
 
 def egraph_size(egraph: eb.EGraph) -> int:
@@ -102,17 +108,32 @@ def egraph_size(egraph: eb.EGraph) -> int:
 
 def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
              bound: SizeBound | None = None, parsed: dict[str, list] | None = None,
-             grow: Callable[[Iterable[str]], str | None] | None = None, *, ruleset: str) -> SaturationReport:
+             grow: Callable[[Iterable[str]], str | None] | None = None, *, ruleset: str,
+             chains: str | None = None) -> SaturationReport:
     report = SaturationReport()
     most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
     growth = bound.growth if bound is not None else {}
+    programs = {} if parsed is None else parsed  # run commands by text: parse each once
+    if chains is not None:
+        command = f"(run {chains} {CHAIN_ITERATIONS})"
+        if command not in programs:
+            programs[command] = egraph.parse_program(command)
+        out = egraph.run_program(*programs[command])[0].report
+        report.chain_iterations = len(out.iterations)
+        matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
+        report.matches.update(matched)
+        grown = grow(matched) if grow is not None and matched else None
+        ruleset = grown if grown is not None else ruleset
+        if most is not None and all(k in growth for k in matched):
+            most += sum(v * growth[k] for k, v in matched.items())
+        else:
+            most = None
     start = time.perf_counter()
     share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
     if budgets.scheduler not in SCHEDULES:
         raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
     text, fixed = SCHEDULES[budgets.scheduler]
     half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
-    programs = {} if parsed is None else parsed  # run commands by text: parse each once
     # iterations of the next call (as many as the back-off scheduler's while the e-graph is known to be far
     # from the node cap and they fit the time share at a pessimistic pace); seconds an iteration took in
     # the last call

@@ -272,6 +272,22 @@ def test_a_deep_fp32_residual_fuses_every_site_in_few_iterations():
     assert torch.equal(gm(*inputs)[-1], s.to(x.dtype))
 
 
+def test_the_h100s_own_model_graph_saturates_in_as_many_iterations_as_one_layer():
+    """Eight DeepSeek layers as the H100's torch 2.11 compile handed them to the pass (the residual stream fp32
+    from layer to layer; ``benchmarks/fixtures/model_graphs_h100``): every layer's sites fuse, and
+    saturation takes the iterations one layer takes, not one more a residual add."""
+    from pathlib import Path
+
+    from eqsat import graphfile
+    fixtures = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "model_graphs_h100"
+    sizes = (1, 8, 64, 256, 1024, 4096, 8192)
+    one = eqsat.optimize(graphfile.load(fixtures / "deepseekx1.json"), profile="h100", sizes=sizes, strict=True)
+    eight = eqsat.optimize(graphfile.load(fixtures / "deepseekx8.json"), profile="h100", sizes=sizes, strict=True)
+    assert eight.kernels_chosen == {k: 8 * n for k, n in one.kernels_chosen.items()}, eight.summary()
+    assert eight.kernels_chosen["K_rmsnorm_add_fp8_group_quant"] == 16
+    assert eight.stop_reason == "saturated" and eight.iterations == one.iterations, (one.iterations, eight.iterations)
+
+
 def test_a_residual_stream_kept_in_fp32_is_not_rounded():
     """A user's fp32 residual (the sum of fp32 values): no 16-bit residual the code rounded to, no rule."""
     def before(x32, r32, o, w):

@@ -114,6 +114,10 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
     most = bound.rows if bound is not None else None  # upper bound on the rows, None: unknown
     growth = bound.growth if bound is not None else {}
     programs = {} if parsed is None else parsed  # run commands by text: parse each once
+    start = time.perf_counter()
+    share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
+    if budgets.scheduler not in SCHEDULES:
+        raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
     if chains is not None:
         command = f"(run {chains} {CHAIN_ITERATIONS})"
         if command not in programs:
@@ -128,10 +132,6 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             most += sum(v * growth[k] for k, v in matched.items())
         else:
             most = None
-    start = time.perf_counter()
-    share = budgets.seconds if deadline is None else max(deadline.remaining(), 0.0) * SATURATION_SHARE
-    if budgets.scheduler not in SCHEDULES:
-        raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
     text, fixed = SCHEDULES[budgets.scheduler]
     half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
     # iterations of the next call (as many as the back-off scheduler's while the e-graph is known to be far

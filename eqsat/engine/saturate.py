@@ -106,6 +106,13 @@ def egraph_size(egraph: eb.EGraph) -> int:
     return sum(n for _, n in out[0].sizes)
 
 
+def _bound_after(most: int | None, growth: Mapping[str, int], matched: Mapping[str, int]) -> int | None:
+    """The bound on the rows (``SizeBound``) after rules ``matched`` (name -> matches); None once unknown."""
+    if most is None or not all(k in growth for k in matched):
+        return None
+    return most + sum(v * growth[k] for k, v in matched.items())
+
+
 def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
              bound: SizeBound | None = None, parsed: dict[str, list] | None = None,
              grow: Callable[[Iterable[str]], str | None] | None = None, *, ruleset: str,
@@ -128,10 +135,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         report.matches.update(matched)
         grown = grow(matched) if grow is not None and matched else None
         ruleset = grown if grown is not None else ruleset
-        if most is not None and all(k in growth for k in matched):
-            most += sum(v * growth[k] for k, v in matched.items())
-        else:
-            most = None
+        most = _bound_after(most, growth, matched)
     text, fixed = SCHEDULES[budgets.scheduler]
     half = budgets.nodes // 2  # past it, the e-graph is measured and a call runs one iteration
     # iterations of the next call (as many as the back-off scheduler's while the e-graph is known to be far
@@ -168,10 +172,7 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
         elif not out.updated or (fixed is None and not iterations[-1].rule_set_report.changed):
             report.stop_reason = "saturated"
             break
-        if most is not None and all(k in growth for k in matched):
-            most += sum(v * growth[k] for k, v in matched.items())
-        else:
-            most = None
+        most = _bound_after(most, growth, matched)
         if most is None or most > half:
             most = report.nodes = egraph_size(egraph)
             if report.nodes > budgets.nodes:

@@ -63,8 +63,7 @@ def serialize(egraph: eb.EGraph, constructors: dict[str, tuple[str, ...]], terms
         return got
 
     def ref(v: object) -> Ref:
-        got = ids.get(v)
-        return refs[got] if got is not None else refs[cid(v)]
+        return refs[cid(v)]
 
     decode = {"T": ref, "i64": egraph.value_to_i64, "f64": egraph.value_to_f64,
               "String": egraph.value_to_string, "bool": egraph.value_to_bool}

@@ -132,27 +132,21 @@ def _shape_env(nodes: Sequence[fx.Node]) -> object | None:
     return None
 
 
-def facts_of(val: object, memo: dict[tuple, TensorFacts] | None = None) -> TensorFacts | None:
-    """The facts of a value (``None`` for a non-tensor). ``memo``: facts by layout (dtype, sizes and strides,
-    symbolic ones as expressions), one object per layout, for the values of one graph (its layers repeat
-    a few layouts)."""
+def facts_of(val: object, memo: dict[tuple, TensorFacts]) -> TensorFacts | None:
+    """The facts of a value (``None`` for a non-tensor). ``memo``: the facts of one graph's values by layout
+    (dtype, sizes and strides, symbolic ones as expressions): its layers repeat a few layouts."""
     if not isinstance(val, torch.Tensor):
         return None
     shape = val.shape
-    key = None
-    if memo is not None:
-        key = (val.dtype, *map(sym_expr, shape), None, *map(sym_expr, val.stride()))
-        got = memo.get(key)
-        if got is not None:
-            return got
-    try:
-        contiguous = is_contiguous(val, shape)
-    except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
-        contiguous = False
-    facts = TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, shape)), contiguous)
-    if key is not None:
-        memo[key] = facts  # type: ignore[index]
-    return facts
+    key = (val.dtype, *map(sym_expr, shape), None, *map(sym_expr, val.stride()))
+    got = memo.get(key)
+    if got is None:
+        try:
+            contiguous = is_contiguous(val, shape)
+        except Exception:  # data-dependent symbolic strides: say nothing we cannot prove
+            contiguous = False
+        got = memo[key] = TensorFacts(dtype_name(val.dtype), tuple(map(dim_key, shape)), contiguous)
+    return got
 
 
 def _mutated_args(node: fx.Node) -> list[fx.Node]:

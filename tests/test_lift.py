@@ -282,10 +282,23 @@ def test_the_h100s_own_model_graph_saturates_in_as_many_iterations_as_one_layer(
     fixtures = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "model_graphs_h100"
     sizes = (1, 8, 64, 256, 1024, 4096, 8192)
     one = eqsat.optimize(graphfile.load(fixtures / "deepseekx1.json"), profile="h100", sizes=sizes, strict=True)
-    eight = eqsat.optimize(graphfile.load(fixtures / "deepseekx8.json"), profile="h100", sizes=sizes, strict=True)
+    gm = graphfile.load(fixtures / "deepseekx8.json")
+    held = {id(v): v for n in gm.graph.nodes if isinstance(v := n.meta.get("val"), torch.Tensor)}
+    eight = eqsat.optimize(gm, profile="h100", sizes=sizes, strict=True)
     assert eight.kernels_chosen == {k: 8 * n for k, n in one.kernels_chosen.items()}, eight.summary()
     assert eight.kernels_chosen["K_rmsnorm_add_fp8_group_quant"] == 16
     assert eight.stop_reason == "saturated" and eight.iterations == one.iterations, (one.iterations, eight.iterations)
+    # the graph holds each kernel's q and scale, and but for the last layer's not the 16-bit residual it rounds:
+    # emit reuses the values it holds and makes the others, of the op's own layout
+    adds = gm.graph.find_nodes(op="call_function", target=torch.ops.eqsat.rmsnorm_add_fp8_group_quant.default)
+    made = []
+    for node in adds:
+        q, residual, scale = node.meta["val"]
+        assert held.get(id(q)) is q and held.get(id(scale)) is scale
+        if held.get(id(residual)) is not residual:
+            made.append(residual)
+            assert (residual.shape, residual.dtype) == (q.shape, node.args[0].meta["val"].dtype)
+    assert (len(adds), len(made)) == (16, 15)
 
 
 def test_a_residual_stream_kept_in_fp32_is_not_rounded():

@@ -90,6 +90,20 @@ def test_a_kernels_outputs_are_made_from_the_layouts_it_gave_before(mode):
     assert _CALLS.count("one") == 2  # the first call, and the reference just above
 
 
+def test_outputs_at_hand_are_kept_and_only_the_others_made(mode):
+    layouts = OutputLayouts()
+    x = _symbolic(mode, torch.empty(4, 256))
+    pair = torch.ops.eqsat_fake_test.pair.default
+    want = _run(mode, pair, x, 128)
+    _CALLS.clear()
+    for _ in range(2):  # the kernel run, then a value made from its layouts
+        got = layouts.value(pair, (x, 128), {}, mode, given=(want[0], None))
+        assert got[0] is want[0]
+        _same(got, want)
+        assert got[1] is not want[1] and got[1].untyped_storage()._cdata != want[1].untyped_storage()._cdata
+    assert _CALLS == ["pair"]
+
+
 def _run(mode: FakeTensorMode, op: object, *args: object) -> object:
     with mode:
         return op(*args)  # type: ignore[operator]

@@ -190,13 +190,17 @@ class _Emitter:
             return None
         return [outs[i] for i in range(len(outs))]
 
-    def _known_val(self, eclass: int) -> object | None:
+    def _known_val(self, eclass: int, partial: bool = False) -> object | None:
+        """The class's value in the original graph: a tensor, or a tuple class's outputs' values (with
+        None for an output that has none, if ``partial``); None when there is none."""
         val = self.class_val.get(eclass)
         if val is not None:
             return val
         outs = self._outputs(eclass)
         if outs and all(c in self.class_val for c in outs):
             return tuple(self.class_val[c] for c in outs)
+        if partial and outs and any(c in self.class_val for c in outs):
+            return tuple(self.class_val.get(c) for c in outs)
         return None
 
     def _create(self, enode: ENode, anchor: fx.Node) -> fx.Node:
@@ -392,29 +396,34 @@ class _Emitter:
                 return whole[args[1]]  # the very value the op gave
         # catalog kernels and projections reuse their class's fake value; views and ATen calls are
         # propagated, since their strides may differ from the original node's
-        known = self._known_val(eclass) if eclass in self.reuse_classes else None
         checked = kernel is not None and isinstance(target, torch._ops.OpOverload) and self.fake_mode is not None
+        # a custom kernel may reuse the values of those of its outputs the original graph holds
+        partial = checked and target.namespace != "aten"
+        known = self._known_val(eclass, partial) if eclass in self.reuse_classes else None
         if known is not None and not checked:
             return known
-        facts_key = self._facts_key(target, kernel) if checked and known is not None else None
+        whole = known is not None and not (isinstance(known, tuple) and None in known)
+        facts_key = self._facts_key(target, kernel) if checked and whole else None
         if facts_key is not None and self.layouts.facts_checked.get(facts_key) == self._out_facts(eclass):
             return known  # these inputs' facts passed this op's fake, giving what the class holds
         vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
         made = None
         if checked:
-            if target.namespace == "aten":  # torch's own meta: fake_value's cheap ways give its value
+            if target.namespace == "aten" or known is None:  # the value is wanted: check the one made
                 made = fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass), self.layouts)
                 got = layout_summary(made)
-            else:
+            else:  # only the layouts: kept per key, made once
                 got = self.layouts.check(target, vals[0], vals[1], self.fake_mode)  # raises what the fake raises
             if known is not None and got is not None:
                 want = layout_summary(known)
-                if [g and g[0::2] for g in got] != [w and w[0::2] for w in want]:
+                if len(got) != len(want) or any(w is not None and (g is None or g[0::2] != w[0::2])
+                                                for g, w in zip(got, want, strict=False)):
                     raise RuntimeError(f"{target} gives {shown(got)} where the value it stands for is {shown(want)}")
-                if got == want:
+                if all(w is None or g == w for g, w in zip(got, want, strict=True)):
                     if facts_key is not None:
                         self.layouts.facts_checked[facts_key] = _as_facts(got)
-                    return known
+                    # the outputs the graph has no value for are made afresh
+                    return known if whole else self.layouts.value(target, vals[0], vals[1], self.fake_mode, known)
             known = None  # the op's own strides
         if known is not None:
             return known

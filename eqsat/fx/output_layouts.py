@@ -165,18 +165,21 @@ class OutputLayouts:
             return None
         return key
 
-    def value(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode) -> object:
+    def value(self, op: torch._ops.OpOverload, args: tuple, kwargs: dict, mode: FakeTensorMode,
+              given: tuple | None = None) -> object:
+        """``op``'s fake value on these inputs. ``given``: a multi-output op's outputs already at hand, None
+        where not (values of the layouts the op gives, as the caller checked): only the others are made."""
         key = self._key(op, args, kwargs)
         seen = self._seen.setdefault(mode, {})
         entry = seen.get(key) if key is not None else None
         if entry is not None:
-            return self._made(entry, mode)
+            return self._made(entry, mode, given)
         symbols = tuple(sorted(key_symbols(key, set()), key=str)) if key is not None and key not in seen else None
         before = env_state(mode.shape_env, symbols) if symbols is not None else None
         shared = (key, before[2:]) if before is not None else None
         if shared is not None and shared in self._shared:
             entry = seen[key] = self._in_mode(self._shared[shared], args, mode)
-            return self._made(entry, mode)
+            return self._made(entry, mode, given)
         with mode:
             out = op(*args, **kwargs)
         if key is not None and key not in seen:
@@ -186,6 +189,8 @@ class OutputLayouts:
                 seen[key] = entry = None
             if entry is not None and shared is not None and env_state(mode.shape_env, symbols) == before:  # type: ignore[arg-type]
                 self._shared[shared] = (entry[0], tuple(_keyed(x) for x in entry[1]))  # type: ignore[misc]
+        if given is not None and isinstance(out, (tuple, list)):
+            return type(out)(o if g is None else g for o, g in zip(out, given, strict=True))
         return out
 
     @staticmethod
@@ -198,12 +203,15 @@ class OutputLayouts:
                            for x in layouts)
 
     @staticmethod
-    def _made(entry: _Entry, mode: FakeTensorMode) -> object:
-        """Fresh fake outputs of ``entry``'s layouts, as torch's fake-tensor cache makes them on a hit."""
+    def _made(entry: _Entry, mode: FakeTensorMode, given: tuple | None = None) -> object:
+        """Fresh fake outputs of ``entry``'s layouts, as torch's fake-tensor cache makes them on a hit; those
+        ``given`` (not None there) as they are."""
         kind, layouts = entry
+        given = given if given is not None and kind is not None else (None,) * len(layouts)
         with meta_kernel(mode):
-            metas = [torch.empty_strided(s, st, dtype=dt, device="meta") for s, st, _, dt, _, _ in layouts]
-        made = [FakeTensor(mode, m, layout[4]) for m, layout in zip(metas, layouts, strict=True)]
+            metas = [torch.empty_strided(x[0], x[1], dtype=x[3], device="meta") if g is None else None
+                     for x, g in zip(layouts, given, strict=True)]
+        made = [FakeTensor(mode, m, x[4]) if g is None else g for m, x, g in zip(metas, layouts, given, strict=True)]
         return made[0] if kind is None else kind(made)
 
     def _reusable(self, op: torch._ops.OpOverload, args: tuple, out: object, mode: FakeTensorMode) -> _Entry | None:

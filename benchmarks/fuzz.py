@@ -75,7 +75,7 @@ from eqsat.rewrites.lift import NATIVE_QUANT_TOL_STEPS
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import eqsat
-from eqsat.api import RANGE_FOUND
+from eqsat.decision import RANGE_FOUND
 from eqsat.fx.capture import copy_graph
 from eqsat.kernels.torch_ops import register_vllm_standins
 from eqsat.library.define import define_op
@@ -178,7 +178,7 @@ class Program:
     def sizes(self) -> int | tuple[int, ...]:
         """Where the pass costs the graph: 256, or for every other symbolic graph (by ``seed // 2``'s
         parity, drawing nothing) vLLM-like range ``RANGE``, whose search past a size it loses at
-        (``eqsat.api._no_slower``) is then exercised."""
+        (``eqsat.decision.no_slower``) is then exercised."""
         return RANGE if not self.static and self.seed // 2 % 2 else 256
 
     def reproduce(self) -> str:

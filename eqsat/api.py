@@ -16,20 +16,20 @@ import gc
 import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
 import torch.fx as fx
 
-from eqsat import dump
-from eqsat.admissible import INF, Admissible
-from eqsat.core.egraph import EGraph, ENode, Selection
+from eqsat import decision, dump
+from eqsat.admissible import Admissible
+from eqsat.core.egraph import EGraph
 from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
 from eqsat.core.ir import LEAF
 from eqsat.core.spelling import VocabIndex
-from eqsat.cost.roofline import VIEW_US, RooflineCost, load_profile
+from eqsat.cost.roofline import RooflineCost, load_profile
 from eqsat.engine import engine as load
 from eqsat.engine import saturate, serialize
 from eqsat.extract import EXTRACTORS
@@ -37,141 +37,13 @@ from eqsat.extract.base import check, dag_cost, reachable
 from eqsat.fx import emitter as fx_out
 from eqsat.fx import importer as fx_in
 from eqsat.fx.symbolic import SymbolicDims, symbols_read
-from eqsat.kernels.catalog import Catalog
-from eqsat.kernels.inductor import stands_for_chain
 from eqsat.library import aiter
 from eqsat.options import Options
 from eqsat.report import Report
 
 log = logging.getLogger("eqsat")
 LOAD_SECONDS_PER_TERM = 1e-4  # conservative: well above the pace loading shows (eqsat.engine.engine)
-IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
-PROFILE_ERROR = 0.01  # a share of a graph's predicted time the profiles cannot resolve (A/A runs differ ~1%)
-NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, PROFILE_ERROR  # a native graph's least saving: within the profiles' error, Inductor's
 MAX_DROPPED_SITES = 16  # sites emit may drop from one graph before the graph is left alone
-REWEIGHT, MAX_REWEIGHTS = 2.0, 8  # a range's search for an extraction slower at no size (``_no_slower``)
-RANGE_FOUND = "one slower at none"  # how Report.range_search ends when that search found one
-
-
-def _before_selection(ser: serialize.Serialized) -> Selection:
-    """The selection that is the input graph itself: each class picks an FX node's own e-node."""
-    sel: Selection = {}
-    for i, enode in ser.enode_of_node.items():
-        sel.setdefault(ser.class_of_node[i], enode)
-    return sel
-
-
-class InductorAlone:
-    """A cost over the e-graph that prices what Inductor alone makes of the graph: the graph's own
-    e-nodes, and, for an output of a native ATen chain an Inductor twin stands for
-    (``eqsat.kernels.inductor``), that twin, since Inductor compiles the chain into the twin's
-    kernels (a twin's output is a native value or a view of one, never what a custom op of the graph
-    makes), and the views rules make around it (an e-node that moves no byte and launches nothing:
-    Inductor folds it into its reader's indexing), as well as the casts of native values they make
-    (``lift-add-rms-norm-fp32-residual``'s: Inductor folds a cast into the kernel that reads it).
-    Extracting with it gives the "before" the pass must beat."""
-
-    def __init__(self, admissible: Admissible, eg: EGraph, originals: Iterable[int], native: set[int],
-                 twins: frozenset[str], twin_classes: set[int]) -> None:
-        self.admissible, self.twins, self.twin_classes = admissible, twins, twin_classes
-        self.own = {eg.nodes[i] for i in originals}
-        self.foreign = {n.eclass for n in self.own} - native  # values the graph's non-ATen ops make
-        self.casts = {n for n in eg.nodes if n.op == "Convert" and n.children[0] in native and n not in self.own}
-        self.native = native | {n.eclass for n in self.casts}
-
-    def __call__(self, node: ENode) -> float:
-        cost = self.admissible(node)
-        view = node.op not in (LEAF, "Get") and cost <= VIEW_US * (1 + 1e-9)  # a weighted sum of VIEW_US rounds up
-        if node in self.own or node.op in self.twins or view or (
-                node.op == "Get" and node.eclass not in self.foreign and node.children[0] in self.twin_classes):
-            return cost
-        if node in self.casts:
-            return VIEW_US  # a cast a rule put back on a native value: Inductor folds it into its reader
-        return INF
-
-
-def _inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Imported, admissible: Admissible,
-                    before: Selection, catalog: Catalog, extractor: str) -> Selection:
-    """The before selection as Inductor would run it (``InductorAlone``); ``before`` itself where no
-    native chain has a twin."""
-    twins = frozenset(s.name for s in catalog if stands_for_chain(s))
-    twin_classes = {n.eclass for n in eg.nodes if n.op in twins}
-    if not twin_classes:
-        return before
-    native = {ser.class_of_node[i] for i in ser.enode_of_node
-              if isinstance(t := imported.nodes[i].target, torch._ops.OpOverload) and t.namespace in ("aten", "prims")}
-    if not native:
-        return before
-    cost = InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins, twin_classes)
-    return EXTRACTORS[extractor](eg, cost)
-
-
-def _lost_at(was: Sequence[float], after: Sequence[float], error: float | None = None) -> list[int]:
-    """The size points (indices) where the graph is predicted slower after (``after`` µs at each point) than
-    before (``was``) by more than ``error`` (default ``PROFILE_ERROR``) of its time there: a loss the profiles
-    cannot resolve does not count (``_within_error`` reports it)."""
-    share = PROFILE_ERROR if error is None else error
-    return [k for k, (a, b) in enumerate(zip(after, was, strict=True)) if a > b + max(IMPROVEMENT_EPS_US, share * b)]
-
-
-def _within_error(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> str:
-    """The size points where the graph is predicted slower, but within the profiles' error, written out."""
-    beyond = set(_lost_at(was, after))
-    close = [k for k in _lost_at(was, after, error=0.0) if k not in beyond]
-    return "; ".join(f"size {_point_key(points[k])} ({after[k]:.2f} against {was[k]:.2f} us, "
-                     f"{(after[k] - was[k]) / was[k]:.1%})" for k in close)
-
-
-def _slower_at(points: Sequence[object], was: Sequence[float], after: Sequence[float]) -> tuple[object, float, float] | None:
-    """The first size point where the graph is predicted slower after than before: (size, after µs, before
-    µs); None where it is nowhere slower."""
-    lost = _lost_at(was, after)
-    return (points[lost[0]], after[lost[0]], was[lost[0]]) if lost else None
-
-
-def _weighted(weights: Sequence[float], totals: Sequence[float]) -> float:
-    """The µs at each size point weighed into one figure (``RooflineCost.weights``)."""
-    return sum(w * t for w, t in zip(weights, totals, strict=True))
-
-
-def _no_slower(cost: RooflineCost, eg: EGraph, was: Sequence[float], after: Sequence[float], margin: float,
-               admissible_now: Callable[[], Admissible], extractor: str,
-               ) -> tuple[tuple[Selection, set[int], list[float], Admissible] | None, int]:
-    """For a range whose extraction (``after`` µs at each size point, ``was`` before) is predicted slower
-    at some point: extract again with each point where the last extraction lost weighed ``REWEIGHT``
-    times more, at most ``MAX_REWEIGHTS`` times, until one is slower at none. Return it (selection,
-    classes reached, µs at each point, its admissible cost) if it also saves more than ``margin`` on the
-    range's own weights, else None; and the extractions made. The cost's weights are as they were after."""
-    base = cost.weights
-    weights = list(base)
-    try:
-        for tries in range(1, MAX_REWEIGHTS + 1):
-            for k in _lost_at(was, after):
-                weights[k] *= REWEIGHT
-            cost.use_weights(weights)
-            admissible = admissible_now()
-            selection = EXTRACTORS[extractor](eg, admissible)
-            reached = check(eg, selection)
-            after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
-            if not _lost_at(was, after):
-                saves = _weighted(base, was) - _weighted(base, after) > margin
-                return ((selection, reached, after, admissible) if saves else None), tries
-        return None, MAX_REWEIGHTS
-    finally:
-        cost.use_weights(base)
-
-
-def _point_key(point: object) -> int | str:
-    """A size point as ``Report.predicted_at`` names it: its int, or its mapping written out."""
-    return point if isinstance(point, int) else ", ".join(f"{k}={v}" for k, v in sorted(point.items()))
-
-
-def _only_twins(eg: EGraph, selection: Selection, ser: serialize.Serialized, catalog: Catalog) -> bool:
-    """Whether every kernel ``selection`` adds to the graph is an Inductor twin standing for the graph's own
-    chain (views aside; a twin over heads writes the chain as the graph does not)."""
-    new = set(selection.values()) - set(ser.enode_of_node.values())
-    ops = {eg.nodes[i].op for i in new} & {s.name for s in catalog}
-    return all(stands_for_chain(catalog[op]) for op in ops)
 
 
 class _Stages:
@@ -333,7 +205,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     hinted = dims.named_hints()
     cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes),
                         fixed, hinted, read_by_op)
-    before = _before_selection(ser)
+    before = decision.before_selection(ser)
     if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
         cost.weigh(cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before)))
     gpu_kernels = not (on_gpu(graph) and torch.cuda.is_available()) or aiter.installed()
@@ -351,46 +223,46 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             selection = EXTRACTORS[options.extractor](eg, admissible)
             reached = check(eg, selection)
             if not banned:
-                before = _inductor_alone(eg, ser, imported, admissible, before, options.catalog, options.extractor)
+                before = decision.inductor_alone(eg, ser, imported, admissible, before, options.catalog, options.extractor)
                 before_reached = reachable(eg, before)
             report.predicted_before_us = dag_cost(eg, before, admissible, before_reached)
             report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
         if dumper is not None and not banned:
             dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
         native = set(imported.vocabularies) <= {"aten"}
-        margin = max(NATIVE_MARGIN_US, NATIVE_MARGIN * report.predicted_before_us) if native else IMPROVEMENT_EPS_US
+        margin = max(decision.NATIVE_MARGIN_US, decision.NATIVE_MARGIN * report.predicted_before_us) if native else decision.IMPROVEMENT_EPS_US
         faster = report.predicted_after_us < report.predicted_before_us - margin
         was = cost.point_totals(eg.nodes[before[c]] for c in before_reached)
         after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
-        slower = _slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
+        slower = decision.slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
         if slower is not None and options.emit != "always":  # "always" writes the range's own extraction
             with stage("extract"):
-                found, tries = _no_slower(cost, eg, was, after, margin, admissible_now, options.extractor)
+                found, tries = decision.no_slower(cost, eg, was, after, margin, admissible_now, options.extractor)
             report.range_search = "the range's extraction was slower at size {} ({:.2f} against {:.2f} us); ".format(
-                *slower) + (f"{tries} more, the sizes each lost at weighed {REWEIGHT:g}x up, found "
-                            + (RANGE_FOUND if found is not None else "none both slower at none and faster"))
+                *slower) + (f"{tries} more, the sizes each lost at weighed {decision.REWEIGHT:g}x up, found "
+                            + (decision.RANGE_FOUND if found is not None else "none both slower at none and faster"))
             if found is not None:
                 selection, reached, after, admissible = found
-                report.predicted_after_us = _weighted(cost.weights, after)
+                report.predicted_after_us = decision.weighted(cost.weights, after)
                 slower = None
         if slower is not None:
             faster = False  # one graph runs at every size of the range: it must not lose at any
             report.declined = "predicted slower at size {} ({:.2f} against {:.2f} us)".format(*slower)
-        elif faster and native and _only_twins(eg, selection, ser, options.catalog):
+        elif faster and native and decision.only_twins(eg, selection, ser, options.catalog):
             faster = False  # in a native graph a twin is Inductor's code for the chain the graph already holds
             report.declined = "its only new kernels are Inductor's own code for the chains (twins)"
-        elif not faster and report.predicted_after_us < report.predicted_before_us - IMPROVEMENT_EPS_US:
+        elif not faster and report.predicted_after_us < report.predicted_before_us - decision.IMPROVEMENT_EPS_US:
             report.declined = (f"predicted saving {report.predicted_saving_us:.2f} us is below the native graph's "
                                f"margin {margin:.2f} us (the cost model's error)")
         written = faster or options.emit == "always"
-        report.predicted_at = {_point_key(p): (b, a if written else b) for p, b, a in zip(cost.points, was, after,
+        report.predicted_at = {decision.point_key(p): (b, a if written else b) for p, b, a in zip(cost.points, was, after,
                                                                                       strict=True)}
         if not written:
             report.predicted_after_us = report.predicted_before_us
             return
         report.declined = ""
         if len(cost.points) > 1:
-            report.within_error = _within_error(cost.points, was, after)
+            report.within_error = decision.within_error(cost.points, was, after)
         deadline.check("extract")
         with stage("emit"):
             try:

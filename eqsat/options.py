@@ -35,7 +35,7 @@ class Options:
     - ``emit``: ``"if_faster"`` (default) rewrites only when the extraction is predicted faster (over a
       tuple of ``sizes``, one compiled graph run at each: faster weighed over them and slower at none
       beyond the profiles' error, re-extracted with the sizes it lost at weighed up where it is not:
-      ``eqsat.api._no_slower``);
+      ``eqsat.decision.no_slower``);
       ``"always"`` writes the extraction back even when it is not (tests use it for round trips).
     - ``dump_dir``: write the graph before/after, the report and e-graph pictures per graph there
       (default: the ``EQSAT_DUMP_DIR`` environment variable; see ``eqsat.dump``).

@@ -68,8 +68,8 @@ def test_a_native_graph_is_left_alone_when_the_saving_is_within_the_cost_models_
     the graph stays, the report saying why; priced well below, it is written."""
     from dataclasses import replace
 
-    from eqsat.api import NATIVE_MARGIN, NATIVE_MARGIN_US
     from eqsat.cost.roofline import KernelTiming, load_profile
+    from eqsat.decision import NATIVE_MARGIN, NATIVE_MARGIN_US
     from tests.test_lift import quant_native, rms_native
 
     def f(x, w):

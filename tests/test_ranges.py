@@ -179,19 +179,19 @@ def test_a_loss_within_the_profiles_error_does_not_hold_a_range_back(monkeypatch
     graph ran 0.998-1.233x Inductor alone, always-fuse 1.000-1.232x (``e2e_h100.md``, three rounds)."""
     from pathlib import Path
 
-    from eqsat import api, graphfile
+    from eqsat import decision, graphfile
 
     sizes = (1, 8, 64, 256, 1024, 4096, 8192)
     graph = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "e2e_graphs_h200" / "gptoss_vllm.M8.json"
     report = eqsat.optimize(graphfile.load(graph), profile="h100", sizes=sizes)
     assert report.changed and report.kernels_chosen["K_add_rmsnorm_pad"] == 1, report.summary()
     shares = {m: (a - b) / b for m, (b, a) in report.predicted_at.items()}
-    assert all(0 < shares[m] < api.PROFILE_ERROR for m in (1, 8)) and all(shares[m] < 0 for m in sizes[2:])
+    assert all(0 < shares[m] < decision.PROFILE_ERROR for m in (1, 8)) and all(shares[m] < 0 for m in sizes[2:])
     assert report.within_error.startswith("size 1 (") and "; size 8 (" in report.within_error
     assert "within the profiles' error" in report.summary()
     forced = eqsat.optimize(graphfile.load(graph), profile="h200", sizes=sizes, emit="always")
     assert forced.changed and forced.within_error == ""  # written though 1.8-7.4% slower at M <= 256: beyond it
 
-    monkeypatch.setattr(api, "PROFILE_ERROR", 0.0)
+    monkeypatch.setattr(decision, "PROFILE_ERROR", 0.0)
     strict = eqsat.optimize(graphfile.load(graph), profile="h100", sizes=sizes)
     assert not strict.changed and strict.declined.startswith("predicted slower at size 1 ")

@@ -218,7 +218,7 @@ def count(gm: torch.fx.GraphModule, targets: object) -> int:
 
 
 # Three chained views of an input, then an elementwise op: no fusion applies, but collapsing the
-# chain to one reshape saves two VIEW_US tokens, more than api.IMPROVEMENT_EPS_US (see the report).
+# chain to one reshape saves two VIEW_US tokens, more than decision.IMPROVEMENT_EPS_US (see the report).
 VIEW_CHAIN = Program((torch.bfloat16,), (
     Step("reshape", (0,), ("view", (2, 32))), Step("reshape", (1,), ("neg1", (64,))),
     Step("reshape", (2,), ("sym", (1, 64))), Step("exp", (3,))), (4,))

@@ -5,7 +5,7 @@ fake value (shape, dtype, strides; the token dim symbolic) of each node the pass
 ``benchmarks.pass_time``, over ``runs`` eqsat runs (each on a fresh copy; the median run is kept):
 - **egglog**: the engine's e-graph is wrapped in a stopwatch, which times every call into egglog
   (``run_program``, ``parse_program``, ``freeze``);
-- **eqsat's fake values**: ``eqsat.fx.emitter.fake_value`` is wrapped in one too: the time eqsat's emit
+- **eqsat's fake values**: ``eqsat.fx.new_values.fake_value`` is wrapped in one too: the time eqsat's emit
   spends making the value of each node whose value is not an original node's (eqsat reuses one
   where a new node computes an old value and is no view), as eqsat makes it (``eqsat.fx.fake_value``);
 - **the baseline's fake values**: the baseline is run once more on a fresh copy; every node it wrote
@@ -28,7 +28,7 @@ from torch._guards import detect_fake_mode
 from torch.fx.node import map_aggregate
 
 from eqsat.engine.engine import Engine
-from eqsat.fx import emitter as fx_out
+from eqsat.fx import new_values
 from eqsat.fx.capture import copy_graph
 
 
@@ -113,10 +113,10 @@ def fake_dispatch(gm: fx.GraphModule, run: Callable[[fx.GraphModule], object], r
 def split(gm: fx.GraphModule, engine: Engine, run_eqsat: Callable[[fx.GraphModule], object],
           run_baseline: Callable[[fx.GraphModule], object], runs: int = 15) -> Split:
     """``run_eqsat`` must run eqsat with ``engine`` (see the module docstring)."""
-    real_egraph, real_fake_value = engine.egraph, fx_out.fake_value
+    real_egraph, real_fake_value = engine.egraph, new_values.fake_value
     egglog, fakes = _Stopwatch(), _Stopwatch()
     engine.egraph = _TimedEGraph(real_egraph, egglog)  # type: ignore[assignment]
-    fx_out.fake_value = fakes.wrap(real_fake_value)  # type: ignore[assignment]
+    new_values.fake_value = fakes.wrap(real_fake_value)  # type: ignore[assignment]
     samples = []
     try:
         for _ in range(runs):
@@ -126,7 +126,7 @@ def split(gm: fx.GraphModule, engine: Engine, run_eqsat: Callable[[fx.GraphModul
             run_eqsat(copy)
             samples.append(((time.perf_counter() - start) * 1e3, egglog.spent * 1e3, fakes.spent * 1e3, fakes.calls))
     finally:
-        engine.egraph, fx_out.fake_value = real_egraph, real_fake_value
+        engine.egraph, new_values.fake_value = real_egraph, real_fake_value
     total, egglog_ms, eq_fake, eq_n = sorted(samples)[len(samples) // 2]
     pm_fake, pm_n = fake_dispatch(gm, run_baseline)
     return Split(total, egglog_ms, eq_fake, eq_n, pm_fake, pm_n)

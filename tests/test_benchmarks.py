@@ -394,7 +394,7 @@ def test_the_paired_ab_takes_one_mode_at_a_time():
 def test_the_time_split_times_egglog_and_the_fake_values_each_pass_computes(full_baseline):
     from benchmarks.pass_time import Bench
     from benchmarks.time_split import fake_dispatch, split
-    from eqsat.fx import emitter as fx_out
+    from eqsat.fx import new_values
     from eqsat.fx.fake_value import fake_value
     gm = models.gpt_oss_router_pad()
     engine = Bench.engine_for(gm)
@@ -404,7 +404,7 @@ def test_the_time_split_times_egglog_and_the_fake_values_each_pass_computes(full
     h200 = dataclasses.replace(OPTIONS, profile="h200", sizes=8)
     run = lambda g: eqsat.optimize(g, h200, engine=engine, recompile=False)  # noqa: E731
     got = split(gm, engine, run, full_baseline.apply, runs=2)
-    assert engine.egraph is real and fx_out.fake_value is fake_value  # the stopwatches are gone after
+    assert engine.egraph is real and new_values.fake_value is fake_value  # the stopwatches are gone after
     assert 0 < got.egglog_ms < got.eqsat_ms and got.python_ms > 0
     # eqsat reuses the fused kernel's padded output (the pad's value) and computes the router's slice
     assert got.eqsat_written == 1 and got.eqsat_fake_ms > 0

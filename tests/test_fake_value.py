@@ -16,8 +16,8 @@ from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, Stateles
 import eqsat
 from benchmarks.graphs import models
 from eqsat.engine.engine import Engine
-from eqsat.fx import emitter as fx_out
 from eqsat.fx import fake_value as fake_value_module
+from eqsat.fx import new_values
 from eqsat.fx.capture import copy_graph
 from eqsat.fx.fake_value import (
     contiguous_view,
@@ -168,7 +168,7 @@ def test_every_value_emit_computes_is_the_one_torch_computes(build, monkeypatch)
         made.append((target, args, kwargs, mode, got))
         return got
 
-    monkeypatch.setattr(fx_out, "fake_value", observed)
+    monkeypatch.setattr(new_values, "fake_value", observed)
     gm = build()
     engine = Engine(eqsat.Options().catalog, eqsat.Options().active_rules())
     # gpt-oss's router GEMM (a vLLM op) copies the kernel's strided slice: on the mi300x profile's uncalibrated

@@ -7,9 +7,10 @@ original call with new inputs, a ``getitem``, a ``reshape``, a catalog op in the
 vocabulary, or a generic ATen call; an Inductor twin keeps the graph's own chain for it where there is
 one, else inlines its reference's ATen), except that a ``getitem`` of a new kernel *adopts* an original
 ``getitem`` of its e-class (moved before that consumer and repointed) when all its users sit at or
-after that consumer. New nodes get ``meta["val"]`` from the op on fake inputs under the graph's fake
-mode (``eqsat.fx.fake_value``). Then uses are redirected, written or rewired nodes are checked as
-``Graph.lint`` does (``check_order``), and pure nodes left without users are erased.
+after that consumer. New nodes get ``meta["val"]`` as ``eqsat.fx.new_values`` works it out (the input
+graph's value of the class where a kernel's fake agrees, else the op's own). Then uses are redirected,
+written or rewired nodes are checked as ``Graph.lint`` does (``check_order``), and pure nodes left without
+users are erased.
 
 Invariants: any failure before erasure undoes every change; erasure cannot break a checked graph
 (``erase_node`` refuses a node that still has users).
@@ -25,16 +26,15 @@ from functools import cached_property, lru_cache
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
 from torch.fx.node import map_aggregate
 
-from eqsat.core.egraph import EGraph, ENode, Ref, Selection, TensorFacts
-from eqsat.core.ir import LEAF, dtype_from_name, dtype_name
+from eqsat.core.egraph import EGraph, ENode, Ref, Selection
+from eqsat.core.ir import LEAF, dtype_from_name
 from eqsat.core.spec import KernelSpec
 from eqsat.core.spelling import Spelling, VocabIndex, op_schema
-from eqsat.fx.fake_value import fake_value, row_major_strides
 from eqsat.fx.importer import ALLOCATIONS, Arg, Imported, Slot
-from eqsat.fx.output_layouts import OutputLayouts, layout_summary, shown
+from eqsat.fx.new_values import NewValues
+from eqsat.fx.output_layouts import OutputLayouts, layout_summary
 from eqsat.fx.traces import Traces
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.inductor import OverHeads, site_heads, stands_for_chain
@@ -78,7 +78,6 @@ class _Emitter:
                  spelling_of: Callable[[ENode], Spelling | None] | None = None, traces: Traces | None = None) -> None:
         self.im, self.eg, self.sel, self.catalog, self.vocab = imported, egraph, selection, catalog, vocab
         self.spelling_of = spelling_of
-        self.layouts = layouts if layouts is not None else OutputLayouts()
         self.traces = traces if traces is not None else Traces()
         self.graph = imported.graph
         self.pos = {n: i for i, n in enumerate(imported.nodes)}
@@ -93,23 +92,7 @@ class _Emitter:
                 self.getitems.setdefault(class_of_node[i], []).append(n)
         self.moves: list[tuple[fx.Node, fx.Node, tuple]] = []  # adopted getitem, its old prev and args
         self.result = EmitResult()
-        fake_vals = [n.meta.get("val") for n in imported.nodes]
-        # values equal in the e-graph have equal shapes and dtypes: a new node reuses the fake value
-        # of an original node of its class (or, for a tuple, of the classes of its projections)
-        self.class_val = {class_of_node[i]: v for i, v in enumerate(fake_vals)
-                          if isinstance(v, torch.Tensor) and i in class_of_node}
-        self.reuse_classes: set[int] = set()
-        self.projections: dict[int, dict[int, int]] = {}
-        for n in egraph.nodes:
-            if n.op == "Get":
-                self.projections.setdefault(n.children[0], {})[n.args[1]] = n.eclass
-
-    @cached_property
-    def fake_mode(self) -> FakeTensorMode | None:
-        """The graph's fake mode, looked up the first time a new node's value must be computed: the mode
-        of its first fake value (a graph's values share one; new values must belong to it too)."""
-        first = next((v for n in self.im.nodes if isinstance(v := n.meta.get("val"), FakeTensor)), None)
-        return first.fake_mode if first is not None else None
+        self.values = NewValues(imported, egraph, class_of_node, layouts if layouts is not None else OutputLayouts())
 
     # -- materialisation ---------------------------------------------------------------------
     def value(self, eclass: int, anchor: fx.Node) -> fx.Node:
@@ -183,29 +166,9 @@ class _Emitter:
         self.result.created.append(node)
         return node
 
-    def _outputs(self, eclass: int) -> list[int] | None:
-        """The classes of a tuple class's outputs, in order; None unless its projections number 0 … n-1."""
-        outs = self.projections.get(eclass)
-        if not outs or sorted(outs) != list(range(len(outs))):
-            return None
-        return [outs[i] for i in range(len(outs))]
-
-    def _known_val(self, eclass: int, partial: bool = False) -> object | None:
-        """The class's value in the original graph: a tensor, or a tuple class's outputs' values (with
-        None for an output that has none, if ``partial``); None when there is none."""
-        val = self.class_val.get(eclass)
-        if val is not None:
-            return val
-        outs = self._outputs(eclass)
-        if outs and all(c in self.class_val for c in outs):
-            return tuple(self.class_val[c] for c in outs)
-        if partial and outs and any(c in self.class_val for c in outs):
-            return tuple(self.class_val.get(c) for c in outs)
-        return None
-
     def _create(self, enode: ENode, anchor: fx.Node) -> fx.Node:
         if enode.op == "Get" or enode.op in self.catalog:
-            self.reuse_classes.add(enode.eclass)
+            self.values.reuse.add(enode.eclass)
 
         def kid(a: object) -> object:
             return self.value(a.eclass, anchor) if isinstance(a, Ref) else a
@@ -233,7 +196,7 @@ class _Emitter:
             if spelling is not None:
                 op = spelling.overload()
                 if op_schema(op).returns_alias:
-                    self.reuse_classes.discard(enode.eclass)  # a view: its strides are its own
+                    self.values.reuse.discard(enode.eclass)  # a view: its strides are its own
                 node = self._call(op, spelling.call_args(named), dict(spelling.fixed), anchor, enode.eclass,
                                   kernel=enode)
             elif spec.expand is not None:
@@ -313,8 +276,8 @@ class _Emitter:
         bound = {a for a in args if isinstance(a, fx.Node)}
         if not all(a in self.pos for a in bound):
             return None
-        outs = self._outputs(enode.eclass)
-        if outs is None and enode.eclass in self.projections:
+        outs = self.values.outputs(enode.eclass)
+        if outs is None and enode.eclass in self.values.projections:
             return None
         classes = outs or [enode.eclass]
         kept = []
@@ -348,29 +311,13 @@ class _Emitter:
         (``eqsat.fx.traces``: a trace is made once per key, its fake values computed again in another
         graph's mode)."""
         nodes = [a for a in args if isinstance(a, fx.Node)]
-        sub = self.traces.graph(fn, args, [n.meta["val"] for n in nodes], self.fake_mode)
+        sub = self.traces.graph(fn, args, [n.meta["val"] for n in nodes], self.values.fake_mode)
         placeholders = [n for n in sub.nodes if n.op == "placeholder"]
         val_map: dict[fx.Node, fx.Node] = dict(zip(placeholders, nodes, strict=True))
         with self.graph.inserting_before(anchor):
             out = self.graph.graph_copy(sub, val_map)
         self.result.created.extend(v for k, v in val_map.items() if k.op not in ("placeholder", "output"))
         return tuple(out) if isinstance(out, (list, tuple)) else out
-
-    def _facts_key(self, target: object, enode: ENode | None) -> tuple | None:
-        """What a kernel's fake sees, from facts: the op, its inputs' facts and constants; None unless
-        every input is contiguous (then facts fix its strides) and the facts are the fake values' own."""
-        if enode is None or not self.im.facts_exact:
-            return None
-        facts = self.eg.facts
-        ins = tuple(facts.get(c) for c in enode.children)
-        if not all(f is not None and f.contiguous for f in ins):
-            return None
-        return (target, ins, tuple(a for a in enode.args if not isinstance(a, Ref)))
-
-    def _out_facts(self, eclass: int) -> tuple:
-        """The facts of a kernel's outputs: its projections' classes, in order, or its own class."""
-        classes = self._outputs(eclass) or [eclass]
-        return tuple(self.eg.facts.get(c) for c in classes)
 
     def _shape_arg(self, key: str) -> object:
         got = shape_arg(key, self.im.shape_args)
@@ -382,55 +329,12 @@ class _Emitter:
               kernel: ENode | None = None) -> fx.Node:
         """A new node ``target(*args, **kwargs)`` before ``anchor``; its value is worked out (and, for a
         ``kernel``, the e-node it writes, checked with the op's registered fake) before the graph is touched."""
-        val = self._val(target, args, kwargs, eclass, kernel)
+        val = self.values.of(target, args, kwargs, eclass, kernel)
         with self.graph.inserting_before(anchor):
             node = self.graph.call_function(target, args, kwargs, name=node_name(target))
         self.result.created.append(node)
         node.meta["val"] = val
         return node
-
-    def _val(self, target: object, args: tuple, kwargs: dict, eclass: int, kernel: ENode | None) -> object:
-        if target is operator.getitem and isinstance(args[0], fx.Node):
-            whole = args[0].meta.get("val")
-            if isinstance(whole, (tuple, list)):
-                return whole[args[1]]  # the very value the op gave
-        # catalog kernels and projections reuse their class's fake value; views and ATen calls are
-        # propagated, since their strides may differ from the original node's
-        checked = kernel is not None and isinstance(target, torch._ops.OpOverload) and self.fake_mode is not None
-        # a custom kernel may reuse the values of those of its outputs the original graph holds
-        partial = checked and target.namespace != "aten"
-        known = self._known_val(eclass, partial) if eclass in self.reuse_classes else None
-        if known is not None and not checked:
-            return known
-        whole = known is not None and not (isinstance(known, tuple) and None in known)
-        facts_key = self._facts_key(target, kernel) if checked and whole else None
-        if facts_key is not None and self.layouts.facts_checked.get(facts_key) == self._out_facts(eclass):
-            return known  # these inputs' facts passed this op's fake, giving what the class holds
-        vals = map_aggregate((args, kwargs), lambda a: a.meta["val"] if isinstance(a, fx.Node) else a)
-        made = None
-        if checked:
-            if target.namespace == "aten" or known is None:  # the value is wanted: check the one made
-                made = fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass), self.layouts)
-                got = layout_summary(made)
-            else:  # only the layouts: kept per key, made once
-                got = self.layouts.check(target, vals[0], vals[1], self.fake_mode)  # raises what the fake raises
-            if known is not None and got is not None:
-                want = layout_summary(known)
-                if len(got) != len(want) or any(w is not None and (g is None or g[0::2] != w[0::2])
-                                                for g, w in zip(got, want, strict=False)):
-                    raise RuntimeError(f"{target} gives {shown(got)} where the value it stands for is {shown(want)}")
-                if all(w is None or g == w for g, w in zip(got, want, strict=True)):
-                    if facts_key is not None:
-                        self.layouts.facts_checked[facts_key] = _as_facts(got)
-                    # the outputs the graph has no value for are made afresh
-                    return known if whole else self.layouts.value(target, vals[0], vals[1], self.fake_mode, known)
-            known = None  # the op's own strides
-        if known is not None:
-            return known
-        if made is not None:
-            return made
-        return fake_value(target, vals[0], vals[1], self.fake_mode, self.class_val.get(eclass), self.layouts)
-
 
 def shape_arg(key: str, shape_args: dict[str, object]) -> object | None:
     """The shape argument emit writes for a reshape to shape ``key``: the input graph's own where it has
@@ -442,19 +346,6 @@ def shape_arg(key: str, shape_args: dict[str, object]) -> object | None:
     if sum(d is None for d in ints) > 1:
         return None
     return [-1 if d is None else d for d in ints]
-
-
-def _as_facts(summary: tuple) -> tuple:
-    """``layout_summary``'s outputs as the e-graph states facts (dims as ``fx_in`` keys them)."""
-    out = []
-    for s in summary:
-        if s is None:
-            out.append(None)
-            continue
-        shape = tuple(int(d) if getattr(d, "is_number", True) else str(d) for d in s[0])
-        strides = row_major_strides(shape) if all(isinstance(d, int) for d in shape[1:]) else None
-        out.append(TensorFacts(dtype_name(s[2]), shape, strides is not None and tuple(s[1]) == strides))
-    return tuple(out)
 
 
 def check_order(graph: fx.Graph, written: list[fx.Node]) -> None:

@@ -223,14 +223,15 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             selection = EXTRACTORS[options.extractor](eg, admissible)
             reached = check(eg, selection)
             if not banned:
-                before = decision.inductor_alone(eg, ser, imported, admissible, before, options.catalog, options.extractor)
+                before = decision.inductor_alone(eg, ser, imported, admissible, before, options.catalog,
+                                                 options.extractor)
                 before_reached = reachable(eg, before)
             report.predicted_before_us = dag_cost(eg, before, admissible, before_reached)
             report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
         if dumper is not None and not banned:
             dump.safely("the fusions", dumper.fusions, eg, selection, options.catalog)
         native = set(imported.vocabularies) <= {"aten"}
-        margin = max(decision.NATIVE_MARGIN_US, decision.NATIVE_MARGIN * report.predicted_before_us) if native else decision.IMPROVEMENT_EPS_US
+        margin = decision.margin_us(native, report.predicted_before_us)
         faster = report.predicted_after_us < report.predicted_before_us - margin
         was = cost.point_totals(eg.nodes[before[c]] for c in before_reached)
         after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
@@ -255,8 +256,8 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
             report.declined = (f"predicted saving {report.predicted_saving_us:.2f} us is below the native graph's "
                                f"margin {margin:.2f} us (the cost model's error)")
         written = faster or options.emit == "always"
-        report.predicted_at = {decision.point_key(p): (b, a if written else b) for p, b, a in zip(cost.points, was, after,
-                                                                                      strict=True)}
+        report.predicted_at = {decision.point_key(p): (b, a if written else b)
+                               for p, b, a in zip(cost.points, was, after, strict=True)}
         if not written:
             report.predicted_after_us = report.predicted_before_us
             return

@@ -1,8 +1,8 @@
 """Whether the pass writes an extraction, and which: the graph as Inductor alone would run it (the "before"
 to beat, ``InductorAlone``), the margin a saving must clear, and, over a range of sizes, the points where an
 extraction is predicted slower (by more than the profiles' error, ``PROFILE_ERROR``) and the search for one
-slower at none (``no_slower``). Pure functions of the e-graph, the costs and the selections; ``eqsat.api``
-applies them.
+slower at none (``no_slower``, which reweighs the cost for its search and restores it). Functions of the
+e-graph, the costs and the selections; ``eqsat.api`` applies them.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from eqsat.kernels.inductor import stands_for_chain
 
 IMPROVEMENT_EPS_US = 1e-3  # far above the token cost of views (eqsat.cost.roofline.VIEW_US)
 PROFILE_ERROR = 0.01  # a share of a graph's predicted time the profiles cannot resolve (A/A runs differ ~1%)
-NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, PROFILE_ERROR  # a native graph's least saving: within the profiles' error, Inductor's
+NATIVE_MARGIN_US, NATIVE_MARGIN = 0.5, PROFILE_ERROR  # a native graph's least saving (``margin_us``)
 REWEIGHT, MAX_REWEIGHTS = 2.0, 8  # a range's search for an extraction slower at no size (``no_slower``)
 RANGE_FOUND = "one slower at none"  # how Report.range_search ends when that search found one
 
@@ -80,6 +80,13 @@ def inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Import
         return before
     cost = InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins, twin_classes)
     return EXTRACTORS[extractor](eg, cost)
+
+
+def margin_us(native: bool, before_us: float) -> float:
+    """The least saving (µs) an extraction must be predicted to show over a graph predicted at ``before_us``:
+    in a ``native`` graph (ATen only) the profiles' error, since Inductor's own code is what it replaces;
+    elsewhere a token above the cost of views."""
+    return max(NATIVE_MARGIN_US, NATIVE_MARGIN * before_us) if native else IMPROVEMENT_EPS_US
 
 
 def lost_at(was: Sequence[float], after: Sequence[float], error: float | None = None) -> list[int]:

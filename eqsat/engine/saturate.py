@@ -113,6 +113,18 @@ def _bound_after(most: int | None, growth: Mapping[str, int], matched: Mapping[s
     return most + sum(v * growth[k] for k, v in matched.items())
 
 
+def _run(egraph: eb.EGraph, programs: dict[str, list], command: str,
+         report: SaturationReport) -> tuple[eb.RunReport, dict[str, int]]:
+    """egglog's report of running ``command`` (parsed once, kept in ``programs``), and the rules that matched
+    (name -> matches), added to ``report``."""
+    if command not in programs:
+        programs[command] = egraph.parse_program(command)
+    out = egraph.run_program(*programs[command])[0].report
+    matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
+    report.matches.update(matched)
+    return out, matched
+
+
 def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = None,
              bound: SizeBound | None = None, parsed: dict[str, list] | None = None,
              grow: Callable[[Iterable[str]], str | None] | None = None, *, ruleset: str,
@@ -126,13 +138,8 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
     if budgets.scheduler not in SCHEDULES:
         raise ValueError(f"scheduler must be one of {sorted(SCHEDULES)}, got {budgets.scheduler!r}")
     if chains is not None:
-        command = f"(run {chains} {CHAIN_ITERATIONS})"
-        if command not in programs:
-            programs[command] = egraph.parse_program(command)
-        out = egraph.run_program(*programs[command])[0].report
+        out, matched = _run(egraph, programs, f"(run {chains} {CHAIN_ITERATIONS})", report)
         report.chain_iterations = len(out.iterations)
-        matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
-        report.matches.update(matched)
         grown = grow(matched) if grow is not None and matched else None
         ruleset = grown if grown is not None else ruleset
         most = _bound_after(most, growth, matched)
@@ -155,17 +162,12 @@ def saturate(egraph: eb.EGraph, budgets: Budgets, deadline: Deadline | None = No
             n = fixed
         else:  # calls of 4, 8, 16, ... iterations while the last call's pace says they fit
             n = max(1, min(n, budgets.iterations - report.iterations, int((share - elapsed) / pace) if pace else n))
-        command = text.format(ruleset=ruleset, n=n)
-        if command not in programs:
-            programs[command] = egraph.parse_program(command)
         called = time.perf_counter()
-        out = egraph.run_program(*programs[command])[0].report
+        out, matched = _run(egraph, programs, text.format(ruleset=ruleset, n=n), report)
         iterations = out.iterations  # each read of a report's field converts it again
         ran = len(iterations)
         pace = (time.perf_counter() - called) / max(ran, 1)
         report.iterations += ran
-        matched = {k: v for k, v in out.num_matches_per_rule.items() if v}
-        report.matches.update(matched)
         grown = grow(matched) if grow is not None else None
         if grown is not None:
             ruleset = grown

@@ -256,9 +256,33 @@ def test_the_dispatch_follows_the_tuned_table(e2e) -> None:  # noqa: ANN001
     assert B.choice({**slow, "scaled_mm_us": float("nan"), "scaled_mm_err": float("nan")}, 1) == "aiter"  # none
     assert B.choice({"scaled_mm_us": 30.0, "scaled_mm_err": 1e-3}, 1024) == "scaled_mm"  # cuBLAS-only entry
     assert B.choice(None, 64) == "aiter" and B.choice(None, 65) == "scaled_mm"
+    assert B.choice({"us": 15.3, "scaled_mm_us": 11.1, "scaled_mm_err": 3.8e2}, 256) == "aiter"  # large M, wrong
     for m, k in ((1, 2304), (64, 7168), (8, 1536)):
         for cfg in tune_gemm.candidates(m, k):
             assert (k // 128) % cfg["NUM_KSPLIT"] == 0 and cfg["BLOCK_SIZE_M"] <= max(16, m)
+    for m, k in ((256, 2304), (8192, 7168)):  # large M: big tiles, split-K at most 2
+        cands = tune_gemm.candidates(m, k)
+        assert cands and all((k // 128) % c["NUM_KSPLIT"] == 0 and c["NUM_KSPLIT"] <= 2 and c["BLOCK_SIZE_M"] >= 64
+                             for c in cands)
+
+
+def test_the_shipped_table_never_dispatches_a_wrong_gemm(e2e) -> None:  # noqa: ANN001
+    """On every card and shape of ``gemm_tuned.json``, the GEMM the dispatch runs was right where the
+    tuner checked it (cuBLAS's block-wise result at K = 2304 is wrong on the H100 and the H200)."""
+    import json
+
+    import e2e_blocks as B
+
+    with open(B.TUNED) as f:
+        table = json.load(f)
+    assert {"NVIDIA H200", "NVIDIA H100 80GB HBM3"} <= set(table)
+    for by_shape in table.values():
+        for by_m in by_shape.values():
+            for m, entry in by_m.items():
+                if B.choice(entry, int(m)) == "scaled_mm":
+                    assert B.right(entry)
+    h100 = table["NVIDIA H100 80GB HBM3"]["7168,2304"]
+    assert all(B.choice(e, int(m)) == "aiter" and e.get("config") for m, e in h100.items() if int(m) >= 8)
 
 
 def test_the_dynamic_graph_first_runs_where_asked(e2e) -> None:  # noqa: ANN001

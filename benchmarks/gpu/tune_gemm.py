@@ -37,15 +37,16 @@ SHAPES = [(2112, 7168), (3072, 1536), (7168, 2048), (4608, 7168), (7168, 2304), 
 """(N, K) of the block-wise projections: DeepSeek-V3 TP 8's fused q_a/kv_a, q_b, o, gate_up, down;
 Qwen3-Next's out projection."""
 MS = (1, 8, 64)
-CUBLAS_MS = (256, 1024, 8192)
+LARGE_MS = (256, 1024, 8192)
 """Larger M, where cuBLAS usually wins (AITER's own large-M configs are 30-150x slower on the H200): AITER is
 tuned there over large tiles only (``candidates``), and cuBLAS's entry says whether its block-wise result is
 right (at K = 2304 it is not, on the H200 and the H100)."""
 
 
 def candidates(m: int, k: int) -> list[dict[str, object]]:
-    """The configs tried at M = ``m``: tile M no larger than needed, split-K dividing K's 128-blocks evenly
-    (a split boundary inside a scale group would read the wrong scales)."""
+    """The configs tried at M = ``m``: up to 64, tile M no larger than needed; above, tiles of 64 or 128 and
+    split-K of at most 2. Split-K always divides K's 128-blocks evenly (a split boundary inside a scale group
+    would read the wrong scales)."""
     blocks = -(-k // B.G)
     splits = [s for s in (1, 2, 3, 4, 6, 8) if blocks % s == 0 and blocks // s >= 2]
     if m > max(MS):  # large M: big tiles, little split-K
@@ -69,7 +70,7 @@ def operands(n: int, k: int, m: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
 
 
 def cases() -> list[tuple[int, int, int]]:
-    return [(n, k, m) for n, k in SHAPES for m in (*MS, *CUBLAS_MS)]
+    return [(n, k, m) for n, k in SHAPES for m in (*MS, *LARGE_MS)]
 
 
 def compile_part(part: int, parts: int) -> None:

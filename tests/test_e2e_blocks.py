@@ -283,6 +283,8 @@ def test_the_shipped_table_never_dispatches_a_wrong_gemm(e2e) -> None:  # noqa: 
                     assert B.right(entry)
     h100 = table["NVIDIA H100 80GB HBM3"]["7168,2304"]
     assert all(B.choice(e, int(m)) == "aiter" and e.get("config") for m, e in h100.items() if int(m) >= 8)
+    assert B.table_note("NVIDIA H100 80GB HBM3").startswith("gemm table: tuned")
+    assert "NONE" in B.table_note("NVIDIA B200") and "tune_gemm.py" in B.table_note("NVIDIA B200")  # said in the report
 
 
 def test_the_dynamic_graph_first_runs_where_asked(e2e) -> None:  # noqa: ANN001

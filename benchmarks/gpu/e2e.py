@@ -786,7 +786,8 @@ class Run:
         with open(self.prefix + "_graphs.txt", "w") as f:
             for s in self.stats:
                 f.write("\n\n".join(s.graphs) + ("\n\n" if s.graphs else ""))
-        md = markdown(self.rows, self.stats, self.args, env_lines(self.cuda), self.elapsed(), self.setup_s)
+        md = markdown(self.rows, self.stats, self.args, env_lines(self.cuda, self.args.gemm), self.elapsed(),
+                      self.setup_s)
         with open(self.prefix + ".md", "w") as f:
             f.write(md)
         if self.args.plot:
@@ -803,9 +804,13 @@ def _caller(compiled: Callable[..., Any], x: tuple[torch.Tensor, ...]) -> Callab
     return fn
 
 
-def env_lines(cuda: bool) -> list[str]:
+def env_lines(cuda: bool, gemm: str = "dispatch") -> list[str]:
+    """The run's environment, and for the dispatched GEMMs on a GPU whether this card has a tuned table."""
     try:
-        return gpu_timing.env_report()
+        lines = gpu_timing.env_report()
+        if cuda and gemm == "dispatch":
+            lines.append(e2e_blocks.table_note(torch.cuda.get_device_properties(0).name))
+        return lines
     except Exception:  # noqa: BLE001  (no triton on the CPU)
         import platform
 
@@ -884,7 +889,7 @@ def main(argv: Sequence[str] | None = None) -> Run:
     configure_torch(args.inductor_configs == "fixed", args.autotune == "round")
     if args.dry_run:
         torch.set_num_threads(1)  # wall-clock times on a shared CPU: no OpenMP threads spinning against each other
-    for line in env_lines(not args.dry_run):
+    for line in env_lines(not args.dry_run, args.gemm):
         log(line)
     _, free = always_fuse_profile(args.profile, cuda=not args.dry_run)
     log(f"profile {args.profile}; blocks {args.blocks}; variants {args.variants}; M {args.M}; compile {args.compile}; "

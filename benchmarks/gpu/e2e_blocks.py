@@ -98,6 +98,14 @@ def tuned_table(gpu: str) -> dict[str, dict[str, dict]]:
         return json.load(f).get(gpu, {})
 
 
+def table_note(gpu: str) -> str:
+    """One line for a run's report: whether ``gpu`` has a tuned GEMM table, and what runs without one."""
+    if tuned_table(gpu):
+        return f"gemm table: tuned for {gpu} ({os.path.basename(TUNED)})"
+    return (f"gemm table: NONE for {gpu}: block-wise GEMMs run AITER's own (MI300) configs at M <= 64 and cuBLAS "
+            "above, whose result at K = 2304 is wrong on the H100 and the H200; run tune_gemm.py on this card first")
+
+
 def tuned(q: torch.Tensor, wq: torch.Tensor) -> dict | None:
     """The tuned entry for this block-wise GEMM on this GPU: the smallest measured M >= q's (None above the
     largest, for an untuned shape, or off CUDA)."""

@@ -55,16 +55,16 @@ for line in sys.stdin:
     is_file = name.endswith(".json")  # a saved graph (eqsat.graphfile), loaded afresh for each run
     if name not in ready:
         gm = graphfile.load(name) if is_file else models.GRAPHS[name]()
+        fresh = (lambda: graphfile.load(name)) if is_file else (lambda gm=gm: copy_graph(gm))
         if one_off:
-            ready[name] = (gm, import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies)))
+            ready[name] = (gm, fresh, import_graph(copy_graph(gm), OPTIONS.catalog, VocabIndex(OPTIONS.vocabularies)))
         else:
             engine = Bench.engine_for(gm)
             for _ in range(3):
-                eqsat.optimize(graphfile.load(name) if is_file else copy_graph(gm), OPTIONS, engine=engine,
-                               recompile=False)
-            ready[name] = (gm, engine)
-    gm, prepared = ready[name]
-    g = graphfile.load(name) if is_file else copy_graph(gm)
+                eqsat.optimize(fresh(), OPTIONS, engine=engine, recompile=False)
+            ready[name] = (gm, fresh, engine)
+    gm, fresh, prepared = ready[name]
+    g = fresh()
     if bench is not None:
         bench.baseline_run(copy_graph(gm))
     start = time.perf_counter()

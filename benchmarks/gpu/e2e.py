@@ -804,17 +804,17 @@ def _caller(compiled: Callable[..., Any], x: tuple[torch.Tensor, ...]) -> Callab
     return fn
 
 
-def env_lines(cuda: bool, gemm: str = "dispatch") -> list[str]:
+def env_lines(cuda: bool, gemm: str) -> list[str]:
     """The run's environment, and for the dispatched GEMMs on a GPU whether this card has a tuned table."""
     try:
         lines = gpu_timing.env_report()
-        if cuda and gemm == "dispatch":
-            lines.append(e2e_blocks.table_note(torch.cuda.get_device_properties(0).name))
-        return lines
     except Exception:  # noqa: BLE001  (no triton on the CPU)
         import platform
 
         return [f"python: {platform.python_version()}", f"torch: {torch.__version__}", "device: cpu (dry run)"]
+    if cuda and gemm == "dispatch":
+        lines.append(e2e_blocks.table_note(torch.cuda.get_device_properties(0).name))
+    return lines
 
 
 # -- main -----------------------------------------------------------------------------------------------------

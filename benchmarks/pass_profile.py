@@ -56,6 +56,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--fp8", choices=("e4m3fn", "e4m3fnuz"), default="e4m3fn")
     ap.add_argument("--cprofile", type=int, default=0, metavar="N")
     ap.add_argument("--cprofile-round", type=int, default=1, metavar="R")
+    ap.add_argument("--no-repeats", action="store_true", help="saturate every copy of a repeated component (Options.repeats)")
     args = ap.parse_args(argv)
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
@@ -64,7 +65,7 @@ def main(argv: list[str] | None = None) -> None:
             ap.error(f"no graph file {g}")
     register_vllm_standins(getattr(torch, f"float8_{args.fp8}"))
     t0 = time.perf_counter()
-    p = eqsat.EqSatPass(profile=args.profile, sizes=tuple(args.sizes))
+    p = eqsat.EqSatPass(profile=args.profile, sizes=tuple(args.sizes), repeats=not args.no_repeats)
     print(f"pass made in {(time.perf_counter() - t0) * 1e3:.1f} ms", flush=True)
     later: dict[Path, list[tuple[float, dict[str, float]]]] = {g: [] for g in args.graphs}
     for rnd in range(args.rounds):

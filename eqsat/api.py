@@ -31,7 +31,7 @@ from eqsat.core.ir import LEAF
 from eqsat.core.spelling import VocabIndex
 from eqsat.cost.roofline import RooflineCost, load_profile
 from eqsat.engine import engine as load
-from eqsat.engine import saturate, serialize
+from eqsat.engine import repeats, saturate, serialize
 from eqsat.extract import EXTRACTORS
 from eqsat.extract.base import check, dag_cost, reachable
 from eqsat.fx import emitter as fx_out
@@ -174,24 +174,28 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     report.opaque_nodes = len(imported.opaque)
     if not imported.roots:
         return
-    deadline.require("load", len(imported.terms) * LOAD_SECONDS_PER_TERM)
     with stage("prepare"):
         rules = options.active_rules()
         if engine is None:
             engine = load.Engine(options.catalog, rules)
         elif not engine.serves(options.catalog, rules):
             raise ValueError("the engine was prepared for other rules or another catalog")
-        report.rules_reachable = len(engine.declare_for(imported, on_demand=True))
+        copies = repeats.find(imported) if options.repeats and engine.separable else repeats.NONE
+        loaded = copies.reduced(imported)  # the graph less the copies of a repeated component
+        report.copied_nodes = copies.copied_nodes
+        deadline.require("load", len(loaded.terms) * LOAD_SECONDS_PER_TERM)
+        report.rules_reachable = len(engine.declare_for(loaded, on_demand=True))
     with engine.scope() as egraph:
         with stage("load"):
-            engine.load(imported)
+            engine.load(loaded)
         with stage("saturate"):
-            sat = saturate.saturate(egraph, options.budgets, deadline, engine.size_bound(imported), engine.parsed,
+            sat = saturate.saturate(egraph, options.budgets, deadline, engine.size_bound(loaded), engine.parsed,
                                     engine.grow, ruleset=engine.ruleset, chains=engine.chains)
         report.rules_fired, report.stop_reason, report.iterations = sat.matches, sat.stop_reason, sat.iterations
         deadline.check("saturate")
         with stage("serialize"):
-            ser = serialize.serialize(egraph, engine.extractable, imported.terms, imported.roots, engine.facts)
+            ser = serialize.serialize(egraph, engine.extractable, loaded.terms, loaded.roots, engine.facts)
+            ser = copies.expand(ser, imported.roots)
         if dumper is not None:
             dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
     if options.strict:  # tests: a table the clear ruleset missed would leak rows into the next graph

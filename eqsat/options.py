@@ -47,6 +47,8 @@ class Options:
       and restore it after: a full collection walks every object of the compiling process, a sizeable share
       of the pass on a large graph. The pass's garbage goes at the
       next collection. Turn it off if another thread must not see collection paused meanwhile.
+    - ``repeats``: saturate a component of the graph that repeats another (a model's layers) once, and
+      copy its e-classes for the others (``eqsat.engine.repeats``): changes how long, not what.
     """
 
     numerics: Numerics = "rounding"
@@ -60,6 +62,7 @@ class Options:
     dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
     symbolic: SymbolicPolicy = "guard"
     pause_gc: bool = True  # changes how long, never what: not in the fingerprint
+    repeats: bool = True  # changes how long, not what: not in the fingerprint
     rules: tuple[Rule, ...] | None = None  # default: every family's rules for the catalog
 
     def active_rules(self) -> tuple[Rule, ...]:

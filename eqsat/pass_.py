@@ -83,6 +83,7 @@ class EqSatPass(CustomGraphPass):
         self._shared = SharedEngine()
         self._range_sizes: tuple[int, ...] = ()
         self._said_runtime_floats = False  # the warning below, once per pass
+        self._uuid: str | None = None  # see uuid
 
     @property
     def engine(self) -> Engine | None:
@@ -133,6 +134,13 @@ class EqSatPass(CustomGraphPass):
         return replace(self.options, sizes=self._range_sizes) if self._range_sizes else self.options
 
     def uuid(self) -> str:
+        """Inductor asks it for every graph it compiles with its FX-graph cache on: worked out once per
+        pass (its options are frozen; what else it hashes does not change while a process runs)."""
+        if self._uuid is None:
+            self._uuid = self._hash()
+        return self._uuid
+
+    def _hash(self) -> str:
         o = self.options
         parts = [
             "\n".join(r.egglog("main") + r.numerics for r in o.active_rules()),

@@ -30,6 +30,7 @@ class Report:
     stage_ms: dict[str, float] = field(default_factory=dict)
     imported_terms: int = 0
     opaque_nodes: int = 0
+    copied_nodes: int = 0  # nodes of components that repeat another, not saturated on their own (eqsat.engine.repeats)
     changed: bool = False
     error: str | None = None
     dropped: list[str] = field(default_factory=list)  # sites emit could not write, and why (the rest landed)
@@ -67,6 +68,7 @@ class Report:
             ("predicted before", f"{self.predicted_before_us:.2f} us"),
             ("predicted after", f"{self.predicted_after_us:.2f} us"),
             ("imported terms / opaque", f"{self.imported_terms} / {self.opaque_nodes}"),
+            ("copied from a repeated component", f"{self.copied_nodes} node(s)"),
             ("e-graph", f"{self.egraph_nodes} e-nodes, {self.egraph_classes} e-classes"),
             ("saturation", f"{self.stop_reason} after {self.iterations} iteration(s), "
                            f"{self.rules_reachable} rule(s) reachable"),

@@ -13,18 +13,26 @@ from benchmarks.graphs import adversarial as adv
 SLACK_S = 0.3
 
 
-def run(gm, **budget):
+def run(gm, repeats=True, **budget):
     start = time.perf_counter()
-    report = eqsat.optimize(gm, budgets=eqsat.Budgets(**budget))
+    report = eqsat.optimize(gm, budgets=eqsat.Budgets(**budget), repeats=repeats)
     return report, time.perf_counter() - start
 
 
 def test_2000_chains_stop_within_a_tight_budget_and_leave_the_graph_untouched():
+    """Each chain saturated on its own (``repeats=False``), as 2000 different chains would be."""
     gm = adv.chains(2000)
     code = gm.code
-    report, wall = run(gm, seconds=1.0)
+    report, wall = run(gm, repeats=False, seconds=1.0)
     assert wall <= 1.0 * 1.1 + SLACK_S
     assert report.stop_reason == "time_limit" and not report.changed and gm.code == code
+
+
+def test_2000_copies_of_a_chain_saturate_once_and_all_fuse():
+    report, wall = run(adv.chains(2000), seconds=10.0)
+    assert wall <= 10.0 * 1.1 + SLACK_S
+    assert report.stop_reason == "saturated" and report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 2000}
+    assert report.copied_nodes > 1999 * 5
 
 
 def test_many_chains_fuse_within_budget():

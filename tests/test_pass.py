@@ -33,6 +33,13 @@ def test_uuid_changes_with_options_and_catalog():
     assert eqsat.EqSatPass(catalog=eqsat.DEFAULT_CATALOG.extend([extra])).uuid() != base
 
 
+def test_uuid_is_worked_out_once_per_pass(monkeypatch):
+    p = eqsat.EqSatPass()
+    first = p.uuid()
+    monkeypatch.setattr(eqsat.EqSatPass, "_hash", lambda self: "again")
+    assert p.uuid() == first and eqsat.EqSatPass().uuid() == "again"
+
+
 def test_uuid_is_stable_across_processes():
     code = "import eqsat; print(eqsat.EqSatPass().uuid())"
     other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

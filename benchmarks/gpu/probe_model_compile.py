@@ -68,13 +68,15 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--first", type=int, default=8192, help="the dynamic compile's first run (tokens)")
     ap.add_argument("--save", type=Path, default=None, help="a folder to save the graphs the pass saw in the last round")
+    ap.add_argument("--no-repeats", action="store_true", help="saturate every copy of a repeated component (Options.repeats)")
     args = ap.parse_args()
     e2e.configure_torch()
     t0 = time.perf_counter()
     e2e.warm_up_compiler(torch.device("cuda"), exec_fx=False)
     model = Stack(args.block, args.layers, "cuda").eval()
-    p = e2e.TimedEqSatPass(profile="auto", sizes=e2e.DEFAULT_M)
-    print(f"{args.block} x {args.layers} layers, first run {args.first} tokens, profile {p.options.profile}", flush=True)
+    p = e2e.TimedEqSatPass(profile="auto", sizes=e2e.DEFAULT_M, repeats=not args.no_repeats)
+    print(f"{args.block} x {args.layers} layers, first run {args.first} tokens, profile {p.options.profile}, "
+          f"repeats {'off' if args.no_repeats else 'on'}", flush=True)
     for rnd in range(1, args.rounds + 1):
         alone, _, _ = compile_once(model, args.first, None)
         own, pass_s, kernels = compile_once(model, args.first, p, args.save if rnd == args.rounds else None)

@@ -116,6 +116,7 @@ class Engine:
         self._stages = known.stages
         self.extractable = {c: s for c, s in self.constructors.items() if c != WITNESS}
         self.reach = known.reach
+        self.separable = not known.disconnected  # every query one piece: repeats saturate once (eqsat.engine.repeats)
         self._rule_index = {r.name: k for k, r in enumerate(self.rules)}  # into reach.needs / reach.makes
         self.growth = {r.name: sum(a.count("(") for a in r.actions) for r in self.rules}
         self.fixed_rows = sum(len(s.dtypes) for s in catalog)  # dtype-ok

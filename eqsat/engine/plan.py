@@ -2,7 +2,8 @@
 knows before it declares anything, worked out once per process for each such pair.
 
 The constructors (the fixed ones, the catalog's rows and staging's ``Witness``), each rule's stages
-(``eqsat.engine.staging``) and what the staged rules need and make (``eqsat.engine.reach``) are pure
+(``eqsat.engine.staging``), what the staged rules need and make (``eqsat.engine.reach``) and
+which queries are not one piece (``eqsat.engine.repeats``) are pure
 functions of the catalog and the rules, two immutable values: the engines of one process made for the
 same pair (a pass's, each ``optimize`` without one, the tools') share one plan, whose tables are
 read-only. A catalog or rule that cannot be hashed (a row holding a list) gets a plan of its own.
@@ -18,6 +19,7 @@ from types import MappingProxyType
 from eqsat.core.ir import FIXED_CONSTRUCTORS
 from eqsat.core.rule import Rule
 from eqsat.engine.reach import Reach
+from eqsat.engine.repeats import connected
 from eqsat.engine.staging import WITNESS, WITNESS_SORTS, FlatQuery, stage, tables
 from eqsat.kernels.catalog import Catalog
 
@@ -41,6 +43,7 @@ class Plan:
     stages: Mapping[str, tuple[Rule, ...]]  # a given rule's name -> its stages (itself when acyclic)
     rules: tuple[Rule, ...]  # what egglog runs: every given rule's stages, in order
     reach: Reach  # over ``rules``
+    disconnected: tuple[str, ...]  # given rules whose query is not one piece (``eqsat.engine.repeats``)
 
 
 def _plan(catalog: Catalog, rules: tuple[Rule, ...]) -> Plan:
@@ -50,7 +53,8 @@ def _plan(catalog: Catalog, rules: tuple[Rule, ...]) -> Plan:
     staged = [stage(r, table, f) for r, f in zip(rules, flats, strict=True)]
     ordered = tuple(s for pair in staged for s in pair)
     stages = {r.name: s for r, s in zip(rules, staged, strict=True)}
-    return Plan(MappingProxyType(table), MappingProxyType(stages), ordered, Reach.of(rules, table, stages, flats))
+    return Plan(MappingProxyType(table), MappingProxyType(stages), ordered, Reach.of(rules, table, stages, flats),
+                tuple(r.name for r, f in zip(rules, flats, strict=True) if not connected(f)))
 
 
 _planned = cache(_plan)  # a pure function of two immutable values

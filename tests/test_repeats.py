@@ -1,0 +1,101 @@
+"""Repeats (``eqsat.engine.repeats``): a component that copies another is saturated once, and the pass
+writes exactly what it writes when every copy is saturated."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import torch
+
+import eqsat
+from eqsat import graphfile
+from eqsat.core.rule import rule
+from eqsat.core.spelling import VocabIndex
+from eqsat.engine import repeats
+from eqsat.engine.plan import plan
+from eqsat.engine.staging import FlatQuery, tables
+from eqsat.fx import importer
+from tests.conftest import rand, scaled_gemm, structure, trace
+
+STACKED = Path(__file__).parents[1] / "benchmarks" / "fixtures" / "model_graphs_h100" / "deepseekx8.json"
+
+
+def _norm_quant_gemm(x, w, eps):
+    q, s = torch.ops.vllm.rocm_aiter_group_fp8_quant(torch.ops.vllm_ir.rms_norm(x, w, eps), 128)
+    return scaled_gemm(q, s)
+
+
+def _four(x1, w1, x2, w2, x3, w3, x4, w4, x5, w5):
+    """Three copies of one norm + quant + GEMM, a fourth with another eps and a fifth over wider rows
+    (no copies of them)."""
+    return (*(_norm_quant_gemm(x, w, 1e-6) for x, w in ((x1, w1), (x2, w2), (x3, w3), (x5, w5))),
+            _norm_quant_gemm(x4, w4, 1e-5))
+
+
+def _inputs() -> list[torch.Tensor]:
+    return [t for k, n in enumerate((256, 256, 256, 256, 512)) for t in (rand(8, n, seed=k), rand(n, seed=10 + k))]
+
+
+def test_copies_are_found_by_ops_constants_and_facts():
+    gm = trace(_four, *_inputs())
+    options = eqsat.Options()
+    imported = importer.import_graph(gm.graph, options.catalog, VocabIndex(options.vocabularies), None)
+    found = repeats.find(imported)
+    assert len(found.groups) == 1
+    group = found.groups[0]
+    assert len(group.copies) == 2 and all(len(c) == len(group.model) for c in group.copies)
+    ops = [[imported.terms[i][0] for i in part] for part in (group.model, *group.copies)]
+    assert ops[0] == ops[1] == ops[2]
+    reduced = found.reduced(imported)
+    assert len(reduced.terms) == len(imported.terms) - 2 * len(group.model)
+    assert not set(reduced.terms) & {i for c in group.copies for i in c}
+
+
+def test_a_graph_of_copies_is_rewritten_as_without_them():
+    outs = {}
+    for on in (True, False):
+        gm = trace(_four, *_inputs())
+        report = eqsat.optimize(gm, strict=True, profile="h200", repeats=on)
+        assert report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 5}
+        outs[on] = (structure(gm), report.predicted_before_us, report.predicted_after_us, report.egraph_nodes,
+                    report.egraph_classes, gm(*_inputs()))
+        assert (report.copied_nodes > 0) == on
+    assert outs[True][:5] == outs[False][:5]
+    assert all(torch.equal(a, b) for a, b in zip(outs[True][5], outs[False][5], strict=True))
+
+
+def test_a_stacked_model_is_rewritten_as_without_repeats():
+    """Eight DeepSeek-V3 layers in one graph (the residual adds chain them into one component; the
+    rest repeats per layer, a relation no term reads among it: ``MlaLatents``)."""
+    got = {}
+    for on in (True, False):
+        gm = graphfile.load(STACKED)
+        report = eqsat.optimize(gm, strict=True, profile="h100", sizes=(1, 64, 8192), repeats=on)
+        got[on] = (re.sub(r"eqsat_opaque\d+", "op", str(gm.graph)), dict(report.kernels_chosen),
+                   report.predicted_before_us, report.predicted_after_us, report.egraph_nodes, report.egraph_classes)
+        assert (report.copied_nodes > 400) == on
+    assert got[True] == got[False]
+    assert sum(got[True][1].values()) == 32
+
+
+def test_every_rule_query_is_one_piece():
+    """Repeats rely on it; a rule whose query is not would turn them off for its engine."""
+    for numerics in ("rounding", "exact"):
+        options = eqsat.Options(numerics=numerics)
+        assert plan(options.catalog, options.active_rules()).disconnected == ()
+
+
+def test_a_query_of_two_pieces_turns_repeats_off():
+    options = eqsat.Options()
+    known = tables(plan(options.catalog, options.active_rules()).constructors)
+    pair = rule("pair-norms", ("(= a (RmsNorm x w e))", "(= b (RmsNorm y v f))"), ("(union a a)",))
+    assert not repeats.connected(FlatQuery(pair.query, known))
+    assert repeats.connected(FlatQuery(("(= a (RmsNorm x w e))", "(= b (RmsNorm a v f))"), known))
+    assert not repeats.connected(FlatQuery(("(= a (RmsNorm x w e))", '(= (dtype y) "bfloat16")'), known))
+    rules = (*options.active_rules(), pair)
+    assert plan(options.catalog, rules).disconnected == ("pair-norms",)
+    gm = trace(_four, *_inputs())
+    report = eqsat.optimize(gm, replace(options, rules=rules), strict=True, profile="h200")
+    assert report.copied_nodes == 0 and report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 5}

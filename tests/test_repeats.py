@@ -8,6 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import torch
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
 
 import eqsat
 from eqsat import graphfile
@@ -99,3 +101,48 @@ def test_a_query_of_two_pieces_turns_repeats_off():
     gm = trace(_four, *_inputs())
     report = eqsat.optimize(gm, replace(options, rules=rules), strict=True, profile="h200")
     assert report.copied_nodes == 0 and report.kernels_chosen == {"K_rmsnorm_fp8_group_quant": 5}
+
+
+LAYER = st.tuples(st.sampled_from([1e-6, 1e-5]), st.sampled_from([256, 512]),
+                  st.sampled_from(["own", "leaf", "term"]), st.booleans())
+"""A layer: its eps, its width, what it reads (its own input, the previous layer's input, or the previous
+layer's norm: one component with it) and whether its norm is an output too (a root flag)."""
+
+
+def _stack(spec: list[tuple[float, int, str, bool]]):
+    def f(*inputs):
+        outs, ys = [], []
+        for k, (eps, _, source, expose) in enumerate(spec):
+            x = inputs[2 * k] if source == "own" or k == 0 else inputs[2 * k - 2] if source == "leaf" else ys[-1]
+            y = torch.ops.vllm_ir.rms_norm(x, inputs[2 * k + 1], eps)
+            ys.append(y)
+            outs.append(scaled_gemm(*torch.ops.vllm.rocm_aiter_group_fp8_quant(y, 128)))
+            if expose:
+                outs.append(y)
+        return tuple(outs)
+
+    return f
+
+
+@given(st.lists(LAYER, min_size=2, max_size=6))
+@example([(1e-6, 256, "own", False), (1e-6, 512, "own", False), (1e-6, 256, "own", False)])
+@example([(1e-6, 256, "own", False), (1e-6, 256, "own", True), (1e-6, 256, "leaf", False), (1e-5, 256, "term", False)])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_any_stack_is_rewritten_as_without_repeats(spec):
+    widths = []
+    for k, (_, width, source, _) in enumerate(spec):  # a layer reading the previous one's value has its width
+        widths.append(widths[-1] if k and source != "own" else width)
+    spec = [(eps, n, source, expose) for (eps, _, source, expose), n in zip(spec, widths, strict=True)]
+    inputs = [t for k, n in enumerate(widths) for t in (rand(8, n, seed=k), rand(n, seed=100 + k))]
+    got = {}
+    for on, p in PASSES.items():
+        gm = trace(_stack(spec), *inputs)
+        p(gm.graph)
+        gm.recompile()
+        r = p.last_report
+        got[on] = (structure(gm), dict(r.kernels_chosen), r.predicted_before_us, r.predicted_after_us,
+                   r.egraph_nodes, r.egraph_classes)
+    assert got[True] == got[False]
+
+
+PASSES = {on: eqsat.EqSatPass(profile="h200", strict=True, repeats=on) for on in (True, False)}

@@ -195,7 +195,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         deadline.check("saturate")
         with stage("serialize"):
             ser = serialize.serialize(egraph, engine.extractable, loaded.terms, loaded.roots, engine.facts)
-            ser = copies.expand(ser, imported.roots)
+            ser, copied = copies.expand(ser, imported.roots)
         if dumper is not None:
             dump.safely("the e-graph", dumper.egglog_dot, egraph, len(ser.egraph.nodes))
     if options.strict:  # tests: a table the clear ruleset missed would leak rows into the next graph
@@ -224,11 +224,12 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     while True:  # each site emit cannot write is dropped, and the rest extracted again without it
         with stage("extract"):
             admissible = admissible_now()
-            selection = EXTRACTORS[options.extractor](eg, admissible)
+            # a site dropped in one copy of a component is not dropped in the others: extract on every copy
+            extract = copied.on_models(EXTRACTORS[options.extractor]) if not banned else EXTRACTORS[options.extractor]
+            selection = extract(eg, admissible)
             reached = check(eg, selection)
             if not banned:
-                before = decision.inductor_alone(eg, ser, imported, admissible, before, options.catalog,
-                                                 options.extractor)
+                before = decision.inductor_alone(eg, ser, imported, admissible, before, options.catalog, extract)
                 before_reached = reachable(eg, before)
             report.predicted_before_us = dag_cost(eg, before, admissible, before_reached)
             report.predicted_after_us = dag_cost(eg, selection, admissible, reached)
@@ -242,7 +243,7 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         slower = decision.slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
         if slower is not None and options.emit != "always":  # "always" writes the range's own extraction
             with stage("extract"):
-                found, tries = decision.no_slower(cost, eg, was, after, margin, admissible_now, options.extractor)
+                found, tries = decision.no_slower(cost, eg, was, after, margin, admissible_now, extract)
             report.range_search = "the range's extraction was slower at size {} ({:.2f} against {:.2f} us); ".format(
                 *slower) + (f"{tries} more, the sizes each lost at weighed {decision.REWEIGHT:g}x up, found "
                             + (decision.RANGE_FOUND if found is not None else "none both slower at none and faster"))

@@ -16,8 +16,7 @@ from eqsat.core.egraph import EGraph, ENode, Selection
 from eqsat.core.ir import LEAF
 from eqsat.cost.roofline import VIEW_US, RooflineCost
 from eqsat.engine import serialize
-from eqsat.extract import EXTRACTORS
-from eqsat.extract.base import check
+from eqsat.extract.base import Extractor, check
 from eqsat.fx import importer as fx_in
 from eqsat.kernels.catalog import Catalog
 from eqsat.kernels.inductor import stands_for_chain
@@ -67,7 +66,7 @@ class InductorAlone:
 
 
 def inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Imported, admissible: Admissible,
-                    before: Selection, catalog: Catalog, extractor: str) -> Selection:
+                    before: Selection, catalog: Catalog, extract: Extractor) -> Selection:
     """The before selection as Inductor would run it (``InductorAlone``); ``before`` itself where no
     native chain has a twin."""
     twins = frozenset(s.name for s in catalog if stands_for_chain(s))
@@ -79,7 +78,7 @@ def inductor_alone(eg: EGraph, ser: serialize.Serialized, imported: fx_in.Import
     if not native:
         return before
     cost = InductorAlone(admissible, eg, ser.enode_of_node.values(), native, twins, twin_classes)
-    return EXTRACTORS[extractor](eg, cost)
+    return extract(eg, cost)
 
 
 def margin_us(native: bool, before_us: float) -> float:
@@ -118,7 +117,7 @@ def weighted(weights: Sequence[float], totals: Sequence[float]) -> float:
 
 
 def no_slower(cost: RooflineCost, eg: EGraph, was: Sequence[float], after: Sequence[float], margin: float,
-               admissible_now: Callable[[], Admissible], extractor: str,
+               admissible_now: Callable[[], Admissible], extract: Extractor,
                ) -> tuple[tuple[Selection, set[int], list[float], Admissible] | None, int]:
     """For a range whose extraction (``after`` µs at each size point, ``was`` before) is predicted slower
     at some point: extract again with each point where the last extraction lost weighed ``REWEIGHT``
@@ -133,7 +132,7 @@ def no_slower(cost: RooflineCost, eg: EGraph, was: Sequence[float], after: Seque
                 weights[k] *= REWEIGHT
             cost.use_weights(weights)
             admissible = admissible_now()
-            selection = EXTRACTORS[extractor](eg, admissible)
+            selection = extract(eg, admissible)
             reached = check(eg, selection)
             after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
             if not lost_at(was, after):

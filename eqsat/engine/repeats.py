@@ -7,7 +7,9 @@ they hold the same ops, constants, facts and root flags (read by an opaque op, b
 strides), each argument naming the same position. :func:`find` groups them; :meth:`Repeats.reduced` is the
 graph less every copy but the first of each group (its *model*), which alone is loaded and saturated;
 :meth:`Repeats.expand` then copies each model's e-classes for its copies in the serialized e-graph,
-renaming its leaves, so extraction and emit see the whole graph.
+renaming its leaves, so the costs and emit see the whole graph; :meth:`Copied.on_models` extracts on the
+reduced e-graph and gives each copy its model's choices (extraction falls back to the whole e-graph once
+emit has dropped a site, which holds in one copy only).
 
 Sound because every rule's query is connected through its term variables (``connected``; an engine whose
 rules are not all so loads every copy, ``eqsat.engine.plan``): a match lies inside one component, and its actions add e-nodes over
@@ -18,10 +20,10 @@ components (no rule makes one now): each copy then has its own, equal, class.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from eqsat.core.egraph import EGraph, ENode, Ref, TensorFacts
+from eqsat.core.egraph import EGraph, ENode, Ref, Selection, TensorFacts
 from eqsat.core.ir import LEAF
 from eqsat.engine.serialize import Serialized
 from eqsat.engine.staging import FlatQuery
@@ -54,12 +56,14 @@ class Repeats:
                        facts={i: f for i, f in imported.facts.items() if i not in gone},
                        roots=[i for i in imported.roots if i not in gone])
 
-    def expand(self, ser: Serialized, roots: Sequence[int]) -> Serialized:
+    def expand(self, ser: Serialized, roots: Sequence[int]) -> tuple[Serialized, Copied]:
         """``ser`` (of the reduced graph) with every copy's classes and e-nodes made from its model's,
-        and ``roots`` (the whole graph's root nodes) its roots."""
+        and ``roots`` (the whole graph's root nodes) its roots; and where each copy's classes and e-nodes
+        came from (to extract on the models only, ``Copied``)."""
         if not self.groups:
-            return ser
+            return ser, Copied(ser.egraph, ser.egraph, [])
         eg = ser.egraph
+        made: list[tuple[_Template, int, int]] = []
         nodes, facts, classes = list(eg.nodes), dict(eg.facts), dict(eg.classes)
         class_of_node, enode_of_node = dict(ser.class_of_node), dict(ser.enode_of_node)
         fresh, leafy = max(eg.classes, default=-1) + 1, _leafy(eg)
@@ -69,6 +73,7 @@ class Repeats:
                 refs = [Ref(fresh + k) for k in range(len(t.facts))]
                 ref = refs.__getitem__
                 first = len(nodes)
+                made.append((t, fresh, first))
                 for op, kind, spec, k in t.nodes:
                     if kind is _REFS:
                         args: tuple[object, ...] = tuple(map(ref, spec))  # type: ignore[arg-type]
@@ -88,7 +93,40 @@ class Repeats:
                     class_of_node[i], enode_of_node[i] = fresh + k, first + m
                 fresh += len(t.facts)
         whole = EGraph(nodes, list(dict.fromkeys(class_of_node[i] for i in roots)), facts, classes)
-        return Serialized(whole, class_of_node, ser.ids, enode_of_node)
+        return Serialized(whole, class_of_node, ser.ids, enode_of_node), Copied(eg, whole, made)
+
+
+Extract = Callable[[EGraph, Callable[[ENode], float]], Selection]
+
+
+@dataclass(frozen=True)
+class Copied:
+    """The e-graph ``expand`` made (``whole``), the one it was made from (``reduced``: the models and every
+    other component), and each copy's template with its first class id and first e-node index."""
+
+    reduced: EGraph
+    whole: EGraph
+    made: list[tuple[_Template, int, int]]
+
+    def on_models(self, extract: Extract) -> Extract:
+        """``extract``, which on the whole e-graph extracts from the reduced one and gives each copy its
+        model's choices (the components share no class, so an extraction's choice in one is its own);
+        on any other e-graph, ``extract`` itself."""
+        if not self.made:
+            return extract
+
+        def extracted(eg: EGraph, cost: Callable[[ENode], float]) -> Selection:
+            if eg is not self.whole:
+                return extract(eg, cost)
+            chosen = extract(self.reduced, cost)
+            for t, fresh, first in self.made:
+                for k, c in enumerate(t.classes):
+                    j = chosen.get(c)
+                    if j is not None:
+                        chosen[fresh + k] = first + t.position[j]
+            return chosen
+
+        return extracted
 
 
 _LEAF, _REFS, _CONSTANTS, _MIXED = "leaf", "refs", "constants", "mixed"
@@ -108,6 +146,8 @@ class _Template:
     members: list[list[int]]
     facts: list[TensorFacts | None]
     nodes_of_fx: list[tuple[int, int]]
+    classes: list[int]  # the model's classes, in ``facts``' order
+    position: dict[int, int]  # a model e-node's index -> its position in ``nodes``
 
     @classmethod
     def of(cls, g: Group, eg: EGraph, leafy: set[int], class_of_node: Mapping[int, int],
@@ -136,7 +176,7 @@ class _Template:
                 nodes.append((n.op, _MIXED, tuple([_Local(local[a.eclass]) if type(a) is Ref else a
                                                    for a in n.args]), k))
         return cls(nodes, members, [eg.facts.get(c) for c in own],
-                   [(local[class_of_node[i]], at[enode_of_node[i]]) for i in g.model])
+                   [(local[class_of_node[i]], at[enode_of_node[i]]) for i in g.model], own, at)
 
 
 NONE = Repeats(())

@@ -55,6 +55,15 @@ def test_copies_are_found_by_ops_constants_and_facts():
     assert not set(reduced.terms) & {i for c in group.copies for i in c}
 
 
+def test_a_term_reading_no_loaded_node_turns_repeats_off_for_its_graph():
+    gm = trace(_four, *_inputs())
+    options = eqsat.Options()
+    imported = importer.import_graph(gm.graph, options.catalog, VocabIndex(options.vocabularies), None)
+    assert repeats.find(imported).groups
+    imported.terms[len(imported.nodes)] = ("Neg", (importer.Arg(len(imported.nodes) + 1),))
+    assert repeats.find(imported) is repeats.NONE
+
+
 def test_a_graph_of_copies_is_rewritten_as_without_them():
     outs = {}
     for on in (True, False):

@@ -223,7 +223,10 @@ def find(imported: Imported) -> Repeats:
     constants: dict[tuple, int] = {}  # a term of constants -> the component of its first
     for i in sorted(terms):
         op, args = terms[i]
-        read = {owner[a.node] for a in args if type(a) is Arg} if op != LEAF else None
+        try:
+            read = {owner[a.node] for a in args if type(a) is Arg} if op != LEAF else None
+        except KeyError:  # an argument that is no loaded node: nothing to say of its component
+            return NONE
         if not read:
             first = constants.setdefault((op, args), i) if read is not None else i  # a term of constants:
             if first != i:  # one e-node with its equals anywhere

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import eqsat
 from eqsat import graphfile
 from eqsat.core.rule import rule
+from eqsat.core.sexp import is_var, parse, show
 from eqsat.core.spelling import VocabIndex
 from eqsat.engine import repeats
 from eqsat.engine.plan import plan
@@ -96,6 +97,29 @@ def test_every_rule_query_is_one_piece():
     for numerics in ("rounding", "exact"):
         options = eqsat.Options(numerics=numerics)
         assert plan(options.catalog, options.active_rules()).disconnected == ()
+
+
+def _ground(e) -> bool:
+    return all(map(_ground, e[1:])) if isinstance(e, list) else not is_var(e)
+
+
+def _constant_terms(e, constructors) -> list:
+    """The terms with no variable among them in an action ``e`` (parsed)."""
+    if not isinstance(e, list):
+        return []
+    inner = [m for a in e[1:] for m in _constant_terms(a, constructors)]
+    return [e, *inner] if e[0] in constructors and _ground(e) else inner
+
+
+def test_no_rule_makes_a_term_of_constants():
+    """The one thing repeats copy apart that one e-graph would share (``eqsat.engine.repeats``): a term with
+    no class argument that an action makes in several components."""
+    for numerics in ("rounding", "exact"):
+        options = eqsat.Options(numerics=numerics)
+        known = plan(options.catalog, options.active_rules())
+        assert not [(r.name, show(m)) for r in known.rules for a in r.actions
+                    for m in _constant_terms(parse(a), known.constructors)]
+    assert _constant_terms(parse('(union a (Reshape (Full 0.0) "1"))'), {"Reshape": (), "Full": ()})
 
 
 def test_a_query_of_two_pieces_turns_repeats_off():

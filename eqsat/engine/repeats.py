@@ -15,7 +15,7 @@ Sound because every rule's query is connected through its term variables (``conn
 rules are not all so loads every copy, ``eqsat.engine.plan``): a match lies inside one component, and its actions add e-nodes over
 that component's classes, so saturating the graph is saturating each component alone. The one thing
 copied apart that one e-graph would share is a class of constants an action makes in several
-components (no rule makes one now): each copy then has its own, equal, class.
+components (no rule makes one now, a test says): each copy then has its own, equal, class.
 """
 
 from __future__ import annotations

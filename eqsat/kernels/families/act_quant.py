@@ -28,7 +28,7 @@ from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, half, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
-from eqsat.library.define import fresh, quant_fake
+from eqsat.library.define import empty, fresh, quant_fake
 from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, nothing, rows, standin_op
 
 
@@ -98,7 +98,7 @@ def silu_mul_fp8_group_quant(
 # -- the project's ops and vLLM's ---------------------------------------------------------------------
 
 def _half(x: torch.Tensor) -> torch.Tensor:
-    return x.new_empty([*x.shape[:-1], x.shape[-1] // 2])
+    return empty(x, [*x.shape[:-1], x.shape[-1] // 2])
 
 
 @rows2d

@@ -42,7 +42,7 @@ from eqsat.core.spec import (
 from eqsat.core.spelling import Const, Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, Pointwise, operand, quant_out
 from eqsat.library import reference as ref
-from eqsat.library.define import check_norm_shapes, fresh, quant_fake
+from eqsat.library.define import check_norm_shapes, empty, fresh, quant_fake
 from eqsat.library.vllm import F32, FP8_OUT, ceil_div, divides, need, rows, standin_op
 
 MAX_ROW_BYTES = 64 * 1024  # the kernel's limit: N * element size <= 64 KB
@@ -139,7 +139,7 @@ def rms_norm_gated_fp8_group_quant(
 
 def _gated_fake(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     check_norm_shapes(x, weight, z)
-    return x.new_empty(x.shape)
+    return empty(x)
 
 
 def _gated_quant_fake(x: torch.Tensor, z: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int,

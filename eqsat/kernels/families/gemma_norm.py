@@ -18,7 +18,7 @@ from eqsat.core.rule import Rule, rewrite
 from eqsat.core.spec import DimsEqual, KernelSpec, OpDef, Traffic, params, rank, same_last_dim
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import operand
-from eqsat.library.define import check_norm_shapes
+from eqsat.library.define import check_norm_shapes, empty
 
 
 def traffic(a: Mapping[str, object]) -> Traffic:
@@ -52,7 +52,7 @@ def rms_norm_one_plus(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torc
 
 def _fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     check_norm_shapes(x, weight)
-    return x.new_empty(x.shape)
+    return empty(x)
 
 
 OPS: tuple[OpDef, ...] = (

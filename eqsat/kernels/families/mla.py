@@ -44,7 +44,7 @@ from eqsat.kernels.families import norm_quant
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, groups, never, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
-from eqsat.library.define import check_norm_shapes, fresh, quant_fake, token_fake
+from eqsat.library.define import check_norm_shapes, empty, fresh, quant_fake, token_fake
 from eqsat.library.vllm import F32, FP8_OUT, aiter_transposed, divides, rows, standin_op
 
 MAX_WIDTH = 8192  # fused_qk_norm.cu: max(N1, N2) <= 8192
@@ -190,7 +190,7 @@ def _dual_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_wei
     check_norm_shapes(q, q_weight)
     check_norm_shapes(kv, kv_weight)
     torch._check(q.shape[0] == kv.shape[0], lambda: "mla dual rms_norm: q and kv must have the same rows")
-    return q.new_empty(q.shape), kv.new_empty(kv.shape)
+    return empty(q), empty(kv)
 
 
 def _dual_group_fake(q: torch.Tensor, q_weight: torch.Tensor, kv: torch.Tensor, kv_weight: torch.Tensor,

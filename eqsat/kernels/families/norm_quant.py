@@ -36,7 +36,7 @@ from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, operand, quant_out
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
-from eqsat.library.define import check_norm_shapes, fresh, quant_fake
+from eqsat.library.define import check_norm_shapes, empty, fresh, quant_fake
 from eqsat.library.vllm import (
     F32,
     FP8_OUT,
@@ -185,12 +185,12 @@ def rmsnorm_add_fp8_group_quant(
 
 def _rms_fake(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     check_norm_shapes(x, weight)
-    return x.new_empty(x.shape)
+    return empty(x)
 
 
 def _add_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float) -> Any:
     check_norm_shapes(x, weight, residual)
-    return x.new_empty(x.shape), x.new_empty(x.shape)
+    return empty(x), empty(x)
 
 
 def _rms_quant_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, group_size: int, dtype: torch.dtype) -> Any:
@@ -202,7 +202,7 @@ def _add_quant_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tenso
                     dtype: torch.dtype) -> Any:
     check_norm_shapes(x, weight, residual)
     q, scale = quant_fake(x, group_size, dtype)
-    return q, x.new_empty(x.shape), scale
+    return q, empty(x), scale
 
 
 # -- on a GPU: AITER's Triton fused_rms_fp8_group_quant --------------------------------------------------

@@ -40,7 +40,7 @@ from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, never, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
-from eqsat.library.define import check_norm_shapes, fresh
+from eqsat.library.define import check_norm_shapes, empty, fresh
 from eqsat.library.vllm import rows, standin_op
 
 MAX_BLOCK = 1 << 20  # the padded row is one Triton block: next_pow2(N_out) <= TRITON_MAX_TENSOR_NUMEL
@@ -125,7 +125,7 @@ def add_rmsnorm_pad(
 def _add_rmsnorm_pad_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                           pad_to_multiple: int) -> Any:
     check_norm_shapes(x, weight, residual)
-    return x.new_empty([*x.shape[:-1], padded_width(x.shape[-1], pad_to_multiple)]), x.new_empty(x.shape)
+    return empty(x, [*x.shape[:-1], padded_width(x.shape[-1], pad_to_multiple)]), empty(x)
 
 
 @rows2d

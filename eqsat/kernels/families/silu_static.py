@@ -18,6 +18,7 @@ from eqsat.core.spec import KernelSpec, OpDef, Traffic, dtype_accepted, params, 
 from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, half, operand
 from eqsat.library import reference as ref
+from eqsat.library.define import empty
 
 K = "K_silu_mul_fp8_static_quant"
 
@@ -50,5 +51,5 @@ def silu_mul_fp8_static_quant(x: torch.Tensor, scale: torch.Tensor, fp8_dtype: t
 OPS: tuple[OpDef, ...] = (
     OpDef("eqsat", "silu_mul_fp8_static_quant(Tensor x, Tensor scale, ScalarType dtype) -> Tensor",
           lambda x, s, dt: silu_mul_fp8_static_quant(x, s, dt).contiguous(),
-          lambda x, s, dt: x.new_empty([*x.shape[:-1], x.shape[-1] // 2], dtype=dt)),
+          lambda x, s, dt: empty(x, [*x.shape[:-1], x.shape[-1] // 2], dt)),
 )

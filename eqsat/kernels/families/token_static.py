@@ -43,7 +43,7 @@ from eqsat.core.spelling import Spelling
 from eqsat.kernels.traffic import ACT_DTYPES, FP8_BYTES, SCALE_BYTES, Pointwise, operand
 from eqsat.library import reference as ref
 from eqsat.library.aiter import rows2d, triton_kernels
-from eqsat.library.define import check_norm_shapes, fresh, token_fake
+from eqsat.library.define import check_norm_shapes, empty, fresh, token_fake
 from eqsat.library.vllm import F32, nothing, rows, standin_op
 
 
@@ -282,7 +282,7 @@ def rmsnorm_add_static_fp8_quant(
 # -- the project's ops ---------------------------------------------------------------------------------
 
 def _static_fake(x: torch.Tensor, scale: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    return x.new_empty(x.shape, dtype=dtype)
+    return empty(x, dtype=dtype)
 
 
 def _rms_token_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, dtype: torch.dtype) -> Any:
@@ -294,19 +294,19 @@ def _add_rms_token_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.T
                         dtype: torch.dtype) -> Any:
     check_norm_shapes(x, weight, residual)
     q, scale = token_fake(x, dtype)
-    return q, x.new_empty(x.shape), scale
+    return q, empty(x), scale
 
 
 def _rms_static_fake(x: torch.Tensor, weight: torch.Tensor, eps: float, scale: torch.Tensor,
                      dtype: torch.dtype) -> torch.Tensor:
     check_norm_shapes(x, weight)
-    return x.new_empty(x.shape, dtype=dtype)
+    return empty(x, dtype=dtype)
 
 
 def _add_rms_static_fake(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor, eps: float,
                          scale: torch.Tensor, dtype: torch.dtype) -> Any:
     check_norm_shapes(x, weight, residual)
-    return x.new_empty(x.shape, dtype=dtype), x.new_empty(x.shape)
+    return empty(x, dtype=dtype), empty(x)
 
 
 @rows2d

@@ -221,11 +221,12 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
                           gpu_kernels=gpu_kernels, standalone_lifts=options.standalone_lifts,
                           measured=profile.kernels)
 
+    extractor = EXTRACTORS[options.extractor]
     while True:  # each site emit cannot write is dropped, and the rest extracted again without it
         with stage("extract"):
             admissible = admissible_now()
             # a site dropped in one copy of a component is not dropped in the others: extract on every copy
-            extract = copied.on_models(EXTRACTORS[options.extractor]) if not banned else EXTRACTORS[options.extractor]
+            extract = copied.on_models(extractor) if not banned else extractor
             selection = extract(eg, admissible)
             reached = check(eg, selection)
             if not banned:

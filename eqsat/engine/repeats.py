@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 
 from eqsat.core.egraph import EGraph, ENode, Ref, Selection, TensorFacts
 from eqsat.core.ir import LEAF
+from eqsat.core.unionfind import UnionFind
 from eqsat.engine.serialize import Serialized
 from eqsat.engine.staging import FlatQuery
 from eqsat.fx.importer import Arg, Imported
@@ -70,7 +71,7 @@ class Repeats:
         for g in self.groups:
             t = _Template.of(g, eg, leafy, class_of_node, enode_of_node)
             for copy in g.copies:
-                refs = [Ref(fresh + k) for k in range(len(t.facts))]
+                refs = [Ref(fresh + k) for k in range(len(t.classes))]
                 ref = refs.__getitem__
                 first = len(nodes)
                 made.append((t, fresh, first))
@@ -91,7 +92,7 @@ class Repeats:
                         facts[fresh + k] = f
                 for i, (k, m) in zip(copy, t.nodes_of_fx, strict=True):
                     class_of_node[i], enode_of_node[i] = fresh + k, first + m
-                fresh += len(t.facts)
+                fresh += len(t.classes)
         whole = EGraph(nodes, list(dict.fromkeys(class_of_node[i] for i in roots)), facts, classes)
         return Serialized(whole, class_of_node, ser.ids, enode_of_node), Copied(eg, whole, made)
 
@@ -218,34 +219,20 @@ def _leafy(eg: EGraph) -> set[int]:
 def find(imported: Imported) -> Repeats:
     """The groups of copies among ``imported``'s components (those of one member only are left out)."""
     terms = imported.terms
-    owner: dict[int, int] = {}  # FX node -> its component's id
-    parts: dict[int, list[int]] = {}  # component id -> its FX nodes
-    constants: dict[tuple, int] = {}  # a term of constants -> the component of its first
+    parts: UnionFind[int] = UnionFind()
+    constants: dict[tuple, int] = {}  # a term of constants -> the first such: one e-node with its equals anywhere
     for i in sorted(terms):
+        parts.add(i)
         op, args = terms[i]
-        try:
-            read = {owner[a.node] for a in args if type(a) is Arg} if op != LEAF else None
-        except KeyError:  # an argument that is no loaded node: nothing to say of its component
-            return NONE
-        if not read:
-            first = constants.setdefault((op, args), i) if read is not None else i  # a term of constants:
-            if first != i:  # one e-node with its equals anywhere
-                owner[i] = owner[first]
-                parts[owner[i]].append(i)
-            else:
-                owner[i], parts[i] = i, [i]
+        if op == LEAF:
             continue
-        into = max(read, key=lambda c: len(parts[c])) if len(read) > 1 else next(iter(read))
-        if len(read) > 1:
-            for c in read:
-                if c != into:  # the smaller joins the larger
-                    for j in parts[c]:
-                        owner[j] = into
-                    parts[into] += parts.pop(c)
-        owner[i] = into
-        parts[into].append(i)
+        read = [a.node for a in args if type(a) is Arg]
+        if any(j not in parts.parent for j in read):  # an argument that is no loaded node: nothing to say
+            return NONE
+        for j in read or [constants.setdefault((op, args), i)]:
+            parts.union(j, i)
     by_shape: dict[tuple, list[list[int]]] = {}
-    for part in parts.values():
+    for part in parts.classes():
         part.sort()
         by_shape.setdefault((len(part), terms[part[0]][0], terms[part[-1]][0]), []).append(part)
     roots, fixed, by_opaque = set(imported.roots), imported.fixed_layout, imported.read_by_opaque()
@@ -274,18 +261,11 @@ def _key(part: list[int], imported: Imported, roots: set[int], fixed: set[int], 
 def connected(flat: FlatQuery) -> bool:
     """Whether a query (read as ``flat``) is one piece through its term variables: its constructor atoms
     linked by the classes they share, and every term variable a fact reads held by one of them."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    held: set[str] = set()
+    pieces: UnionFind[str] = UnionFind()
     atoms = [[v for v in vs if flat.sorts.get(v) == "T"] for _, vs, _ in flat.structure]
     for vs in atoms:
-        held.update(vs)
-        for v in vs[1:]:
-            parent[root(v)] = root(vs[0])
+        for v in vs:
+            pieces.add(v)
+            pieces.union(vs[0], v)
     read = {a for _, f, args in flat.atoms for a in args if flat.sorts.get(a) == "T"}
-    return bool(atoms) and read <= held and len({root(v) for v in held}) == 1
+    return bool(atoms) and read <= pieces.parent.keys() and len(pieces.classes()) == 1

@@ -18,6 +18,7 @@ import sympy
 from eqsat.core.egraph import TensorFacts
 from eqsat.core.sexp import calls, is_var, parse
 from eqsat.core.spec import DimsEqual
+from eqsat.core.unionfind import UnionFind
 from eqsat.kernels.catalog import Catalog
 
 Dim = int | str
@@ -50,40 +51,11 @@ def _implied(catalog: Catalog, name: str) -> tuple[DimsEqual, ...]:
     return tuple(dict.fromkeys(out))
 
 
-class _Ties:
-    """Union-find over dims (ints and symbolic expressions)."""
-
-    def __init__(self) -> None:
-        self.parent: dict[Dim, Dim] = {}
-
-    def find(self, d: Dim) -> Dim:
-        root = d
-        while self.parent.get(root, root) != root:
-            root = self.parent[root]
-        while d != root:
-            self.parent[d], d = root, self.parent.get(d, d)
-        return root
-
-    def union(self, a: Dim, b: Dim) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[rb] = ra
-
-    def classes(self) -> list[list[Dim]]:
-        groups: dict[Dim, list[Dim]] = {}
-        for d in list(self.parent):
-            groups.setdefault(self.find(d), []).append(d)
-        for root, members in groups.items():
-            if root not in members:
-                members.append(root)
-        return list(groups.values())
-
-
 def _symbols(d: str) -> set[sympy.Symbol]:
     return sympy.sympify(d).free_symbols
 
 
-def _substitution(ties: _Ties) -> dict[sympy.Symbol, sympy.Expr]:
+def _substitution(ties: UnionFind[Dim]) -> dict[sympy.Symbol, sympy.Expr]:
     """Symbol -> what it equals, from each class of tied dims: a number where the class holds one (and
     only one), else one symbol's expression in terms of another's (``8*s1 = 8*s0`` gives ``s1 = s0``)."""
     subst: dict[sympy.Symbol, sympy.Expr] = {}
@@ -108,7 +80,7 @@ def _substitution(ties: _Ties) -> dict[sympy.Symbol, sympy.Expr]:
 def tie_dims(terms: Mapping[int, tuple[str, tuple]], facts: dict[int, TensorFacts], catalog: Catalog) -> bool:
     """Rewrite ``facts`` (FX node index -> facts) in place with the dims the ops of ``terms`` tie; whether
     any changed. Term arguments that are FX values are objects with a ``node`` index (``fx_in.Arg``)."""
-    ties = _Ties()
+    ties: UnionFind[Dim] = UnionFind()
     for op, args in terms.values():
         if op not in catalog:
             continue

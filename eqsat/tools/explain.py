@@ -29,6 +29,7 @@ from eqsat.core.rule import Rule
 from eqsat.core.sexp import calls, parse
 from eqsat.core.spec import Traffic
 from eqsat.core.spelling import VocabIndex
+from eqsat.core.unionfind import UnionFind
 from eqsat.cost.roofline import RooflineCost, load_profile
 from eqsat.engine import engine as load
 from eqsat.engine import saturate, serialize
@@ -227,21 +228,11 @@ def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     options = replace(options or Options(), **overrides)
     a = _Analysis(graph_module, options)
     generic = {c for c, i in a.selection.items() if _is_memory_bound(a.eg.nodes[i].op, a.catalog)}
-    parent: dict[int, int] = {c: c for c in generic}
-
-    def find(c: int) -> int:
-        while parent[c] != c:
-            parent[c] = parent[parent[c]]
-            c = parent[c]
-        return c
-
+    linked = UnionFind(generic)
     for c in generic:
         for k in a.eg.nodes[a.selection[c]].children:
             if k in generic:
-                parent[find(k)] = find(c)
-    groups: dict[int, list[int]] = {}
-    for c in generic:
-        groups.setdefault(find(c), []).append(c)
+                linked.union(c, k)
     users: dict[int, set[int]] = {}
     for c, i in a.selection.items():
         for k in a.eg.nodes[i].children:
@@ -250,7 +241,7 @@ def discover(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     profile = a.cost.profile
     uncovered = _uncovered(a.catalog)
     chains = []
-    for members in groups.values():
+    for members in linked.classes():
         ops_here = [a.eg.nodes[a.selection[c]].op for c in members]
         if len(members) < 2 or not any(_is_aten(op, a.catalog) or op in uncovered for op in ops_here):
             continue

@@ -4,7 +4,7 @@
              --extract (cost model)--> selection --emit--> same fx graph, rewritten; Report
 
 Bad input raises :class:`~eqsat.core.errors.EqSatInputError` with a message saying what to fix. Any
-other failure leaves the graph exactly as it was: with ``strict=False`` (default) it is logged as
+other failure (an egglog panic among them) leaves the graph exactly as it was: with ``strict=False`` (default) it is logged as
 a warning naming the stage and recorded in ``Report.error``; with ``strict=True`` it raises
 :class:`~eqsat.core.errors.EqSatInternalError`. The graph is only rewritten when the extraction is
 predicted to be faster than the graph as it is, and, for a range of sizes, slower at none of them.
@@ -26,7 +26,7 @@ import torch.fx as fx
 from eqsat import decision, dump
 from eqsat.admissible import Admissible
 from eqsat.core.egraph import EGraph
-from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError
+from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError, guarded
 from eqsat.core.ir import LEAF
 from eqsat.core.spelling import VocabIndex
 from eqsat.cost.roofline import RooflineCost, load_profile
@@ -126,7 +126,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
     dumper = dump.opened(root, graph) if root else None
     try:
         with gc_paused(options.pause_gc):
-            on_fresh_stack(_pipeline, graph, options, engine, report, stage, dumper, recompile)
+            guarded(on_fresh_stack, _pipeline, graph, options, engine, report, stage, dumper, recompile)
     except EqSatInputError:
         raise
     except Exception as exc:
@@ -137,7 +137,9 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
             if isinstance(exc, EqSatInternalError):
                 raise
             raise EqSatInternalError(stage.current, exc) from exc
-        log.warning("eqsat: %s failed (%s: %s); graph left unchanged", stage.current, type(exc).__name__, exc)
+        # the message only: a log handler that keeps records (pytest's) must not keep the exception, whose
+        # frames hold the engine and its e-graph, which must be let go on the thread that made it
+        log.warning("eqsat: %s failed (%s: %s); graph left unchanged", stage.current, type(exc).__name__, str(exc))
     if dumper is not None:
         dump.safely("the result", dumper.finish, graph, report)
     return report

@@ -101,7 +101,7 @@ def opened(root: Path, graph: fx.Graph) -> Dump | None:
     try:
         return Dump(root, graph)
     except Exception as exc:
-        log.warning("eqsat: could not dump to %s (%s: %s)", root, type(exc).__name__, exc)
+        log.warning("eqsat: could not dump to %s (%s: %s)", root, type(exc).__name__, str(exc))
         return None
 
 
@@ -110,4 +110,4 @@ def safely(action: str, fn, *args: object) -> None:
     try:
         fn(*args)
     except Exception as exc:
-        log.warning("eqsat: could not dump %s (%s: %s)", action, type(exc).__name__, exc)
+        log.warning("eqsat: could not dump %s (%s: %s)", action, type(exc).__name__, str(exc))

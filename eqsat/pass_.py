@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import cache
 from importlib import metadata, resources
@@ -20,9 +22,12 @@ import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from eqsat.api import optimize
+from eqsat.core.errors import guarded
+from eqsat.core.rule import Rule
 from eqsat.cost.cards import resolved
 from eqsat.cost.roofline import load_profile
 from eqsat.engine.engine import Engine
+from eqsat.kernels.catalog import Catalog
 from eqsat.options import Options
 from eqsat.report import RUNTIME_FLOATS_HINT, Report
 
@@ -53,15 +58,33 @@ def range_sizes(compile_range: object, points: int = 6) -> tuple[int, ...]:
 
 
 class SharedEngine:
-    """The engine a pass keeps (its rules declared, reused across graphs: ``eqsat.engine.engine``), in a
-    box the pass and its deep copies share: vLLM deep-copies its compile config per backend, and each
-    copy then starts warm on the engine the first one declared, and an engine dropped after a failed
-    graph is dropped for all. Sound because a compile runs its passes one graph at a time and the
-    engine holds no row between graphs. A pickle carries an empty box: the engine (egglog's e-graph)
-    stays in its process, and is rebuilt on first use."""
+    """The engines a pass keeps (rules declared, reused across graphs: ``eqsat.engine.engine``), one per
+    thread that runs it, in a box the pass and its deep copies share: vLLM deep-copies its compile config
+    per backend, and each copy then starts warm on the engine the first one declared, and an engine
+    dropped after a failed graph is dropped for every copy. One per thread: egglog's e-graph answers only on the
+    thread that made it (a pyo3 ``unsendable`` class: from another thread it panics, and it cannot be
+    let go there), so each thread's engine is made, used and, when the thread ends, let go on it. ``lock``
+    lets one graph at a time through the pass (an engine holds no row between graphs). A pickle carries
+    an empty box: an engine stays in its process, and is made again on first use."""
 
     def __init__(self) -> None:
-        self.engine: Engine | None = None
+        self.lock = threading.Lock()
+        self._mine = threading.local()  # .engine: this thread's
+
+    @property
+    def engine(self) -> Engine | None:
+        """The calling thread's engine (None before its first graph, or after it was dropped)."""
+        return getattr(self._mine, "engine", None)
+
+    def ready(self, catalog: Catalog, rules: Sequence[Rule]) -> Engine:
+        """The calling thread's engine for ``catalog`` and ``rules``, made now if it has none for them."""
+        engine = self.engine
+        if engine is None or not engine.serves(catalog, rules):  # a copy given other options
+            engine = self._mine.engine = Engine(catalog, rules)
+        return engine
+
+    def drop(self) -> None:
+        self._mine.engine = None
 
     def __deepcopy__(self, memo: dict[int, object]) -> SharedEngine:
         return self
@@ -71,10 +94,10 @@ class SharedEngine:
 
 
 class EqSatPass(CustomGraphPass):
-    """Runs :func:`eqsat.optimize` on each graph; never breaks a compile unless ``strict``. Its deep
-    copies share its engine; its pickles leave it behind (``SharedEngine``). ``profile="auto"`` is
-    resolved when the pass is made, to the profile of the GPU torch sees (a clear error without one), so
-    that its options and ``uuid`` name the card's profile."""
+    """Runs :func:`eqsat.optimize` on each graph, from whichever thread calls it; never breaks a compile
+    unless ``strict``. Its deep copies share its engines; its pickles leave them behind
+    (``SharedEngine``). ``profile="auto"`` is resolved when the pass is made, to the profile of the GPU
+    torch sees (a clear error without one), so that its options and ``uuid`` name the card's profile."""
 
     def __init__(self, options: Options | None = None, **overrides: object) -> None:
         options = replace(options or Options(), **overrides)
@@ -87,14 +110,17 @@ class EqSatPass(CustomGraphPass):
 
     @property
     def engine(self) -> Engine | None:
-        """The engine this pass and its deep copies run on (None before the first graph)."""
+        """The engine this pass and its deep copies run on in the calling thread (None before the thread's
+        first graph, or when the last one was dropped)."""
         return self._shared.engine
 
     def __call__(self, graph: fx.Graph) -> None:
+        with self._shared.lock:
+            self._run(graph)
+
+    def _run(self, graph: fx.Graph) -> None:
         try:
-            engine, rules = self._shared.engine, self.options.active_rules()
-            if engine is None or not engine.serves(self.options.catalog, rules):  # a copy given other options
-                engine = self._shared.engine = Engine(self.options.catalog, rules)
+            engine = self._shared.ready(self.options.catalog, self.options.active_rules())
             # Inductor (and vLLM through it) recompiles the module after its post-grad passes
             self.last_report = optimize(graph, self._options_for_graph(), engine=engine, recompile=False)
             if self.last_report.error:
@@ -103,7 +129,8 @@ class EqSatPass(CustomGraphPass):
             self._keep_engine_if_clean()
             if self.options.strict:
                 raise
-            log.warning("eqsat: pass skipped (%s: %s); graph left unchanged", type(exc).__name__, exc)
+            # the message only, as optimize logs it
+            log.warning("eqsat: pass skipped (%s: %s); graph left unchanged", type(exc).__name__, str(exc))
             return
         log.info("%s", self.last_report.summary())
         log.debug("eqsat report:\n%s", self.last_report.table())
@@ -116,13 +143,14 @@ class EqSatPass(CustomGraphPass):
     def _keep_engine_if_clean(self) -> None:
         """After a failed graph: the engine's scope deleted that graph's rows, so it serves the next
         graph warm; only an engine left holding rows (or one that cannot say) is dropped (for every copy)."""
-        if self._shared.engine is None:
+        engine = self._shared.engine
+        if engine is None:
             return
         try:
-            self._shared.engine.check_empty()
+            guarded(engine.check_empty)
         except Exception as exc:
-            log.warning("eqsat: the engine is rebuilt for the next graph (%s)", exc)
-            self._shared.engine = None
+            log.warning("eqsat: the engine is rebuilt for the next graph (%s)", str(exc))
+            self._shared.drop()
 
     def is_applicable_for_range(self, compile_range: object) -> bool:
         """vLLM asks this before running the pass on the graph of one compile range: the pass then

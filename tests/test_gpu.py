@@ -6,6 +6,8 @@ kernels are not installed (``pytest -m gpu`` runs only these).
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 import torch
 
@@ -239,3 +241,41 @@ def test_pass_inside_torch_compile_on_cuda() -> None:
     rq, rs = block(x, w)
     assert p.last_report is not None and p.last_report.kernels_chosen.get("K_rmsnorm_fp8_group_quant") == 1
     assert fp8_step_error(q.cpu(), s.cpu(), rq.cpu(), rs.cpu(), 128) <= 1.25
+
+
+def test_pass_inside_torch_compile_on_cuda_from_a_worker_thread() -> None:
+    """One pass, a compile in the main thread and then one in a worker thread (a server warming up its
+    models off the main thread): both fuse and run AITER's kernel, each thread on its own engine."""
+
+    def block(x: torch.Tensor, w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return own.group_fp8_quant(own.rms_norm(x, w, EPS), 128, FN)
+
+    p = eqsat.EqSatPass(profile="h200", sizes=64, strict=True)
+    x, w = rand(64, 7168).cuda(), rand(7168, seed=1).cuda()
+    rq, rs = block(x, w)
+
+    def compile_and_run() -> tuple[torch.Tensor, torch.Tensor, dict[str, int]]:
+        torch._dynamo.reset()
+        with torch._inductor.config.patch(post_grad_custom_post_pass=p, fx_graph_cache=False):
+            q, s = torch.compile(block, dynamic=False)(x, w)
+        assert p.last_report is not None
+        return q, s, dict(p.last_report.kernels_chosen)
+
+    got: list[object] = [compile_and_run()]
+
+    def in_worker() -> None:
+        try:
+            got.append(compile_and_run())
+        except BaseException as exc:  # noqa: BLE001 - raised below, in the test's thread
+            got.append(exc)
+
+    worker = threading.Thread(target=in_worker)
+    worker.start()
+    worker.join()
+    assert len(got) == 2
+    for result in got:
+        if isinstance(result, BaseException):
+            raise result
+        q, s, kernels = result
+        assert kernels.get("K_rmsnorm_fp8_group_quant") == 1
+        assert fp8_step_error(q.cpu(), s.cpu(), rq.cpu(), rs.cpu(), 128) <= 1.25

@@ -12,7 +12,8 @@ mean µs, so two variants' forwards can be compared kernel by kernel (where a bl
 
 ``--compiles K``: K fresh compiles per variant (each times its Triton configs anew, as each e2e round
 does); ``--chain REGEX``: also the µs of the kernels whose names match, summed, per compile and M, and
-their median over the compiles.
+their median over the compiles; ``--autotune``: each Triton kernel Inductor tunes at its first run, with
+every config's time as Inductor measured it and the one it kept (a compile's kernels can differ there).
 """
 
 from __future__ import annotations
@@ -47,6 +48,22 @@ def kernels(fn, iters: int) -> list[tuple[str, float, float]]:  # noqa: ANN001
     return sorted(((k, count[k] / iters, total[k] / iters) for k in total), key=lambda r: -r[2])
 
 
+def print_autotuning() -> None:
+    """Print each runtime autotuning of Inductor's Triton kernels: every config's time and the winner."""
+    from torch._inductor.runtime import triton_heuristics as th
+
+    measure = th.CachingAutotuner.benchmark_all_configs
+
+    def printed(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        timings = measure(self, *args, **kwargs)
+        rows = " | ".join(f"{ms * 1e3:.2f} µs {launcher.config}" for launcher, ms in sorted(timings.items(),
+                                                                                             key=lambda kv: kv[1]))
+        print(f"   autotune {self.fn.__name__[:80]}: {rows} -> {min(timings, key=timings.get).config}", flush=True)
+        return timings
+
+    th.CachingAutotuner.benchmark_all_configs = printed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--block", default="deepseek")
@@ -56,8 +73,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compiles", type=int, default=1)
     ap.add_argument("--first", type=int, default=8, help="the M of the dynamic compile's first run")
     ap.add_argument("--chain", default=None, help="regex of kernel names to sum per compile and M")
+    ap.add_argument("--autotune", action="store_true", help="print Inductor's runtime autotuning of each kernel")
     args = ap.parse_args(argv)
     e2e.configure_torch()
+    if args.autotune:
+        print_autotuning()
     import torch._inductor.config as ic
 
     block = e2e_blocks.build(args.block, "cuda")

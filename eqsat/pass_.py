@@ -59,13 +59,14 @@ def range_sizes(compile_range: object, points: int = 6) -> tuple[int, ...]:
 
 class SharedEngine:
     """The engines a pass keeps (rules declared, reused across graphs: ``eqsat.engine.engine``), one per
-    thread that runs it, in a box the pass and its deep copies share: vLLM deep-copies its compile config
-    per backend, and each copy then starts warm on the engine the first one declared, and an engine
-    dropped after a failed graph is dropped for every copy. One per thread: egglog's e-graph answers only on the
-    thread that made it (a pyo3 ``unsendable`` class: from another thread it panics, and it cannot be
-    let go there), so each thread's engine is made, used and, when the thread ends, let go on it. ``lock``
-    lets one graph at a time through the pass (an engine holds no row between graphs). A pickle carries
-    an empty box: an engine stays in its process, and is made again on first use."""
+    thread that runs it, in a box the pass and its deep copies share: vLLM deep-copies its compile
+    config per backend, and each copy then starts warm on the engine the first one declared, and an
+    engine dropped after a failed graph is dropped for every copy. One per thread: egglog's e-graph
+    answers only on the thread that made it (a pyo3 ``unsendable`` class: from another thread it
+    panics, and it cannot be let go there), so each thread's engine is made, used and, when the thread
+    ends, let go on it. ``lock`` lets one graph at a time through the pass (an engine holds no row
+    between graphs). A pickle carries an empty box: an engine stays in its process, and is made again
+    on first use."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()

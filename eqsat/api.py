@@ -205,15 +205,16 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
     eg: EGraph = ser.egraph
     report.egraph_nodes, report.egraph_classes = len(eg.nodes), len(eg.classes)
     deadline.check("serialize")
-    profile = load_profile(options.profile)
-    fixed, read_by_op = (frozenset(ser.class_of_node[j] for j in values if j in ser.class_of_node)
-                         for values in (imported.fixed_layout, imported.read_by_opaque()))
-    hinted = dims.named_hints()
-    cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes),
-                        fixed, hinted, read_by_op)
-    before = decision.before_selection(ser)
-    if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
-        cost.weigh(cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before)))
+    with stage("extract"):  # the cost model's set-up, its weights and the range's totals count as extraction's
+        profile = load_profile(options.profile)
+        fixed, read_by_op = (frozenset(ser.class_of_node[j] for j in values if j in ser.class_of_node)
+                             for values in (imported.fixed_layout, imported.read_by_opaque()))
+        hinted = dims.named_hints()
+        cost = RooflineCost(eg, options.catalog, profile, options.sizes, engine.cost_memo(profile, options.sizes),
+                            fixed, hinted, read_by_op)
+        before = decision.before_selection(ser)
+        if len(cost.points) > 1:  # a compile range: each size counts by its ratio to the unchanged graph's time
+            cost.weigh(cost.point_totals(eg.nodes[before[c]] for c in reachable(eg, before)))
     gpu_kernels = not (on_gpu(graph) and torch.cuda.is_available()) or aiter.installed()
     banned: list[int] = []
 
@@ -241,8 +242,9 @@ def _pipeline(graph: fx.Graph, options: Options, engine: load.Engine | None, rep
         native = set(imported.vocabularies) <= {"aten"}
         margin = decision.margin_us(native, report.predicted_before_us)
         faster = report.predicted_after_us < report.predicted_before_us - margin
-        was = cost.point_totals(eg.nodes[before[c]] for c in before_reached)
-        after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
+        with stage("extract"):
+            was = cost.point_totals(eg.nodes[before[c]] for c in before_reached)
+            after = cost.point_totals(eg.nodes[selection[c]] for c in reached)
         slower = decision.slower_at(cost.points, was, after) if faster and len(cost.points) > 1 else None
         if slower is not None and options.emit != "always":  # "always" writes the range's own extraction
             with stage("extract"):

@@ -6,8 +6,9 @@
 Bad input raises :class:`~eqsat.core.errors.EqSatInputError` with a message saying what to fix. Any
 other failure (an egglog panic among them) leaves the graph exactly as it was: with ``strict=False``
 (default) it is logged as a warning naming the stage and recorded in ``Report.error``; with
-``strict=True`` it raises :class:`~eqsat.core.errors.EqSatInternalError`. The graph is only rewritten when the extraction is
-predicted to be faster than the graph as it is, and, for a range of sizes, slower at none of them.
+``strict=True`` it raises :class:`~eqsat.core.errors.EqSatInternalError`. The graph is only rewritten
+when the extraction is predicted to be faster than the graph as it is, and, for a range of sizes,
+slower at none of them.
 """
 
 from __future__ import annotations

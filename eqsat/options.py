@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from eqsat.core.fingerprint import stable
 from eqsat.core.rule import Rule
@@ -15,6 +15,8 @@ from eqsat.fx.symbolic import SymbolicPolicy
 from eqsat.kernels.catalog import DEFAULT_CATALOG, Catalog
 from eqsat.kernels.vocabularies import DEFAULT_VOCABULARIES
 from eqsat.rewrites.schedule import default_rules, select
+
+HOW_LONG_NOT_WHAT = frozenset({"dump_dir", "pause_gc", "repeats"})  # options left out of the fingerprint
 
 
 @dataclass(frozen=True)
@@ -61,8 +63,8 @@ class Options:
     emit: str = "if_faster"
     dump_dir: str | None = None  # default: $EQSAT_DUMP_DIR (see eqsat.dump)
     symbolic: SymbolicPolicy = "guard"
-    pause_gc: bool = True  # changes how long, never what: not in the fingerprint
-    repeats: bool = True  # changes how long, not what: not in the fingerprint
+    pause_gc: bool = True
+    repeats: bool = True
     rules: tuple[Rule, ...] | None = None  # default: every family's rules for the catalog
 
     def active_rules(self) -> tuple[Rule, ...]:
@@ -77,6 +79,7 @@ class Options:
         return self
 
     def fingerprint(self) -> str:
-        """Everything but the catalog (fingerprinted on its own), the same in every process."""
-        return stable((self.numerics, self.profile, self.sizes, self.extractor, self.budgets, self.strict,
-                       self.emit, self.vocabularies, self.active_rules(), self.symbolic))
+        """Every option that can change what is written, the same in every process: all fields but
+        ``HOW_LONG_NOT_WHAT`` and the catalog (fingerprinted on its own), the rules as those that run."""
+        return stable(tuple((f.name, self.active_rules() if f.name == "rules" else getattr(self, f.name))
+                            for f in fields(self) if f.name not in HOW_LONG_NOT_WHAT and f.name != "catalog"))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import pickle
 import subprocess
 import sys
@@ -23,14 +24,28 @@ def test_demo_end_to_end_through_torch_compile_dynamic(capsys):
     assert "rocm_aiter_rmsnorm_with_add_fp8_group_quant" in out and "DEMO OK" in out
 
 
-def test_uuid_changes_with_options_and_catalog():
+def test_uuid_changes_with_every_option_but_how_long():
+    """Each option outside ``HOW_LONG_NOT_WHAT`` given another value changes the uuid (Inductor's cache
+    would otherwise hand back a graph written under the old value); a field added to ``Options`` must be
+    given a value here or be declared as changing how long only."""
+    from eqsat.engine.saturate import Budgets
+    from eqsat.options import HOW_LONG_NOT_WHAT, Options
+
+    other = {
+        "numerics": "exact", "profile": "h200", "standalone_lifts": True, "sizes": 1024, "extractor": "ilp",
+        "budgets": Budgets(iterations=7), "strict": True, "emit": "always", "symbolic": "prove",
+        "rules": eqsat.Options().active_rules()[1:], "vocabularies": eqsat.Options().vocabularies[:1],
+        "catalog": eqsat.DEFAULT_CATALOG.extend(
+            [KernelSpec("K_hypothetical", params("x:T"), lambda a: Traffic(0, 0), outputs=("(Leaf 0)",))]),
+    }
+    names = {f.name for f in dataclasses.fields(Options)}
+    assert set(other) | HOW_LONG_NOT_WHAT == names and not set(other) & HOW_LONG_NOT_WHAT
     base = eqsat.EqSatPass().uuid()
-    assert eqsat.EqSatPass().uuid() == base
-    assert eqsat.EqSatPass(numerics="exact").uuid() != base
-    assert eqsat.EqSatPass(profile="h200").uuid() != base
-    assert eqsat.EqSatPass(sizes=1024).uuid() != base
-    extra = KernelSpec("K_hypothetical", params("x:T"), lambda a: Traffic(0, 0), outputs=("(Leaf 0)",))
-    assert eqsat.EqSatPass(catalog=eqsat.DEFAULT_CATALOG.extend([extra])).uuid() != base
+    for name, value in other.items():
+        assert getattr(Options(), name) != value, name
+        assert eqsat.EqSatPass(**{name: value}).uuid() != base, name
+    for name, value in {"dump_dir": "/tmp/somewhere", "pause_gc": False, "repeats": False}.items():
+        assert eqsat.EqSatPass(**{name: value}).uuid() == base, name
 
 
 def test_uuid_is_worked_out_once_per_pass(monkeypatch):

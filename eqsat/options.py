@@ -26,7 +26,7 @@ class Options:
     - ``numerics``: ``"rounding"`` (what vLLM ships: fused kernels that skip an intermediate
       rounding may replace the unfused ops) or ``"exact"`` (only bit-identical rewrites).
     - ``profile``: a device profile name in ``eqsat/cost/profiles`` (``mi300x``, ``mi355x``, ``h200``,
-      ``h100``), ``"auto"`` (the one measured on the GPU torch sees) or a ``.json`` path; its ``platform`` decides which kernels are candidates (those with an implementation there).
+      ``h100``), ``"auto"`` (the profile of the GPU torch sees) or a ``.json`` path; its ``platform`` decides which kernels are candidates (those with an implementation there).
     - ``standalone_lifts``: write a lifted op that fuses nothing (``eqsat::rms_norm`` for a native
       norm) where no vocabulary of the graph spells it; off by default: Inductor's own code for the
       native chain moves the same bytes and fuses with its neighbours.

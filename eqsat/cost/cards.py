@@ -1,4 +1,4 @@
-"""Which shipped profile a GPU takes: ``auto`` names the one measured on the card torch sees.
+"""Which shipped profile a GPU takes: ``auto`` names the profile of the card torch sees.
 
 A card is known by a word of its name (``torch.cuda.get_device_name``); a card no shipped profile was
 measured on, or no GPU at all, is a clear error that asks for a profile by name.
@@ -10,7 +10,7 @@ from typing import TypeVar
 
 AUTO = "auto"  # the profile of the GPU torch sees
 GPU_PROFILES = {"H200": "h200", "H100": "h100", "MI300X": "mi300x", "MI355X": "mi355x"}
-"""A word of a GPU's name -> the shipped profile measured on that card."""
+"""A word of a GPU's name -> the shipped profile of that card (h200 and h100 measured on it)."""
 
 P = TypeVar("P")
 

@@ -145,8 +145,8 @@ def profile_names() -> list[str]:
 
 
 def load_profile(name: str | Profile) -> Profile:
-    """A built-in profile by name (``mi300x``, ``mi355x``, ``h200``, ``h100``, ...), ``auto`` (the one
-    measured on the GPU torch sees), or a JSON file by path."""
+    """A built-in profile by name (``mi300x``, ``mi355x``, ``h200``, ``h100``, ...), ``auto`` (the profile
+    of the GPU torch sees), or a JSON file by path."""
     if isinstance(name, Profile):
         return name
     name = resolved(name)

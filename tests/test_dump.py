@@ -32,10 +32,16 @@ def test_dump_dir_from_environment(tmp_path, monkeypatch):
 
 
 def test_no_dump_without_the_variable(tmp_path, monkeypatch):
+    """No dump is opened, and nothing is written where the pass runs (a relative default would land there)."""
+    from eqsat import dump
+
     monkeypatch.delenv("EQSAT_DUMP_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    opened: list[object] = []
+    monkeypatch.setattr(dump, "opened", lambda *args: opened.append(args))
     gm = trace(lambda x, w: vllm.rocm_aiter_group_fp8_quant(vir.rms_norm(x, w, 1e-6), 128), rand(8, 256), rand(256))
-    eqsat.optimize(gm, strict=True)
-    assert not any(tmp_path.iterdir())
+    assert eqsat.optimize(gm, strict=True).changed
+    assert not opened and not any(tmp_path.iterdir())
 
 
 def norm_quant(x, w):

@@ -129,6 +129,22 @@ def test_3d_view_of_rows_folds_back_to_the_rows():
           fires="reshape-noop-2d")
 
 
+def test_unlift_gated_group_quant_shares_kernel():
+    """The fused kernel already in the graph has its semantics: the unfused chain on the same rows
+    becomes that kernel's outputs."""
+    def before_(x, z, w):
+        q1, s1 = vllm.rocm_aiter_fused_rms_gated_fp8_group_quant(x, w, None, z, 1e-6, True, "silu", 128)
+        q2, s2 = q_aiter(gated_native(x, z, w), 128)
+        return q1, s1, q2, s2
+
+    def after_(x, z, w):
+        q, s = vllm.rocm_aiter_fused_rms_gated_fp8_group_quant(x, w, None, z, 1e-6, True, "silu", 128)
+        return q, s, q, s
+
+    check(before_, after_, [rand(8, D), rand(8, D, seed=1), rand(D, seed=2)], numerics="rounding",
+          fires=f"unlift-{KERNEL}")
+
+
 def test_lift_rms_norm_gated():
     check(lambda x, z, w: gated_native(x, z, w, 2e-5), lambda x, z, w: gated_fla(x, z, w, 2e-5),
           [rand(32, 128), rand(32, 128, seed=1), rand(128, seed=2)], fires="lift-rms-norm-gated", standalone_lifts=True)

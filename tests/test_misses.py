@@ -32,7 +32,7 @@ def test_third_bf16_consumer_is_decided_by_cost():
         ref = gm(rand(5, 512, seed=9), w)
         report = eqsat.optimize(gm, strict=True, profile="h200", sizes=sizes)
         assert report.rules_fired["fuse-K_rmsnorm_fp8_group_quant"] == 2  # both alternatives were there
-        assert report.predicted_after_us <= report.predicted_before_us
+        assert not report.changed and "K_rmsnorm_fp8_group_quant" not in report.kernels_chosen, report.table()
         got = gm(rand(5, 512, seed=9), w)
         assert torch.equal(got[4], ref[4])  # the bf16 user still sees the rounded norm
         assert fp8_step_error(got[0], got[1], ref[0], ref[1], 128) <= 1.25

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import importlib
 import operator
+import re
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 from torch.fx.experimental.proxy_tensor import make_fx
 
+from eqsat.kernels.catalog import FAMILIES
 from eqsat.kernels.families import norm_quant
-from eqsat.kernels.torch_ops import register_vllm_standins
+from eqsat.kernels.torch_ops import register_vllm_standins, vllm_standin_ops
 from eqsat.library import reference as ref
 
 own = torch.ops.eqsat
@@ -227,3 +230,15 @@ def test_ops_under_torch_compile_dynamic() -> None:
         q, s = compiled(x, w)
         q_e, s_e = f(x, w)
         assert torch.equal(q.float(), q_e.float()) and torch.equal(s, s_e)
+
+
+def test_every_gpu_implementation_is_run_by_the_gpu_tests() -> None:
+    """Each op with a GPU implementation, the project's and vLLM's stand-ins' (on CUDA's fp8), is run by
+    ``tests/test_gpu.py`` (which runs only on a device): an op given one without a test there fails here,
+    on the CPU."""
+    gpu_tests = (Path(__file__).parent / "test_gpu.py").read_text()
+    ops = [op for family in FAMILIES for op in getattr(family, "OPS", ()) if op.gpu]
+    ops += [op for op in vllm_standin_ops(torch.float8_e4m3fn) if op.gpu]
+    assert len(ops) >= 20
+    untested = [f"{op.namespace}::{op.name}" for op in ops if not re.search(rf"\.{op.name}\b", gpu_tests)]
+    assert not untested

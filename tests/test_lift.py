@@ -28,8 +28,8 @@ QUANTS = ("lift-quant-group-e4m3fn", "lift-quant-group-e4m3fnuz", "lift-quant-gr
 STAGED = ("lift-rms-norm", "lift-rms-norm-fp32-weight", "lift-rms-norm-fp32-weight-cast", "lift-add-rms-norm",
           "lift-add-rms-norm-residual", "lift-add-rms-norm-fp32-residual", *QUANTS)
 FOLDED = tuple(f"{name}-folded" for name in QUANTS[::2])  # e4m3fnuz-224's: tests/test_gated.py
-TESTED_RULES = {*STAGED, *FOLDED, *(f"{name}.match" for name in (*STAGED, *FOLDED)), "mul-comm", "clamp-split",
-                "amax-is-max"}
+TESTED_RULES = {*STAGED, *FOLDED, *(f"{name}.match" for name in (*STAGED, *FOLDED) if name != "lift-add-rms-norm-fp32-residual"),
+                "mul-comm", "clamp-split", "amax-is-max"}  # that one's query is not cyclic: not staged
 FMAX = 224.0  # vLLM's native fp8 max on e4m3fnuz
 QUANT_TOL_STEPS = NATIVE_QUANT_TOL_STEPS
 FORMS = {"e4m3fn-448": (FN, 448.0), "e4m3fnuz-224": (FP8, 224.0), "e4m3fnuz-240": (FP8, 240.0)}

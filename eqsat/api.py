@@ -27,7 +27,7 @@ import torch.fx as fx
 from eqsat import decision, dump
 from eqsat.admissible import Admissible
 from eqsat.core.egraph import EGraph
-from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError, guarded
+from eqsat.core.errors import BudgetExceeded, EqSatInputError, EqSatInternalError, described, guarded
 from eqsat.core.ir import LEAF
 from eqsat.core.spelling import VocabIndex
 from eqsat.cost.roofline import RooflineCost, load_profile
@@ -138,9 +138,7 @@ def optimize(graph_module: fx.GraphModule | fx.Graph, options: Options | None = 
             if isinstance(exc, EqSatInternalError):
                 raise
             raise EqSatInternalError(stage.current, exc) from exc
-        # the message only: a log handler that keeps records (pytest's) must not keep the exception, whose
-        # frames hold the engine and its e-graph, which must be let go on the thread that made it
-        log.warning("eqsat: %s failed (%s: %s); graph left unchanged", stage.current, type(exc).__name__, str(exc))
+        log.warning("eqsat: %s failed (%s); graph left unchanged", stage.current, described(exc))
     if dumper is not None:
         dump.safely("the result", dumper.finish, graph, report)
     return report

@@ -27,6 +27,7 @@ from egglog import bindings as eb
 
 from eqsat import graphfile
 from eqsat.core.egraph import EGraph, Selection
+from eqsat.core.errors import described
 from eqsat.extract.dot import neighbourhood_dot
 from eqsat.fx import picture as fx_picture
 from eqsat.kernels.catalog import Catalog
@@ -101,7 +102,7 @@ def opened(root: Path, graph: fx.Graph) -> Dump | None:
     try:
         return Dump(root, graph)
     except Exception as exc:
-        log.warning("eqsat: could not dump to %s (%s: %s)", root, type(exc).__name__, str(exc))
+        log.warning("eqsat: could not dump to %s (%s)", root, described(exc))
         return None
 
 
@@ -110,4 +111,4 @@ def safely(action: str, fn, *args: object) -> None:
     try:
         fn(*args)
     except Exception as exc:
-        log.warning("eqsat: could not dump %s (%s: %s)", action, type(exc).__name__, str(exc))
+        log.warning("eqsat: could not dump %s (%s)", action, described(exc))

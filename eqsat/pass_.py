@@ -22,7 +22,7 @@ import torch.fx as fx
 from torch._inductor.custom_graph_pass import CustomGraphPass
 
 from eqsat.api import optimize
-from eqsat.core.errors import guarded
+from eqsat.core.errors import described, guarded
 from eqsat.core.rule import Rule
 from eqsat.cost.cards import resolved
 from eqsat.cost.roofline import load_profile
@@ -130,8 +130,7 @@ class EqSatPass(CustomGraphPass):
             self._keep_engine_if_clean()
             if self.options.strict:
                 raise
-            # the message only, as optimize logs it
-            log.warning("eqsat: pass skipped (%s: %s); graph left unchanged", type(exc).__name__, str(exc))
+            log.warning("eqsat: pass skipped (%s); graph left unchanged", described(exc))
             return
         log.info("%s", self.last_report.summary())
         log.debug("eqsat report:\n%s", self.last_report.table())
@@ -150,7 +149,7 @@ class EqSatPass(CustomGraphPass):
         try:
             guarded(engine.check_empty)
         except Exception as exc:
-            log.warning("eqsat: the engine is rebuilt for the next graph (%s)", str(exc))
+            log.warning("eqsat: the engine is rebuilt for the next graph (%s)", described(exc))
             self._shared.drop()
 
     def is_applicable_for_range(self, compile_range: object) -> bool:

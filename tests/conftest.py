@@ -99,3 +99,9 @@ def structure(gm: torch.fx.GraphModule) -> list[str]:
     out = gm.graph.output_node()
     lines.append("return " + arg(out.args[0]))
     return lines
+
+
+def assert_same_structure(got: torch.fx.GraphModule, want: torch.fx.GraphModule) -> None:
+    """``got`` has ``want``'s :func:`structure`; the failure lists both."""
+    g, w = structure(got), structure(want)
+    assert g == w, "\n".join(["got:", *g, "want:", *w])

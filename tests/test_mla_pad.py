@@ -21,7 +21,7 @@ import torch
 
 import eqsat
 from eqsat.library.reference import fp8_step_error
-from tests.conftest import FP8, rand, structure, targets, trace
+from tests.conftest import FP8, assert_same_structure, rand, targets, trace
 from tests.test_rules import FP8_TOL_STEPS
 
 vllm, vir, own, aten = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.eqsat, torch.ops.aten
@@ -42,7 +42,7 @@ def check_close(before, after, inputs, *, fires=(), quant: tuple[int, int, int] 
     options = {"extractor": "ilp", **options}
     gm, after_gm, reference = trace(before, *inputs), trace(after, *inputs), trace(before, *inputs)
     report = eqsat.optimize(gm, emit="always", strict=True, **options)
-    assert structure(gm) == structure(after_gm), "\n".join(["got:", *structure(gm), "want:", *structure(after_gm)])
+    assert_same_structure(gm, after_gm)
     assert all(report.rules_fired.get(name, 0) > 0 for name in fires), report.rules_fired
     fresh = [rand(5, *t.shape[1:], dtype=t.dtype, seed=7 + i) if t.dim() >= 2 and t.shape[0] == TOKENS else t
              for i, t in enumerate(inputs)]

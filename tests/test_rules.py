@@ -18,7 +18,7 @@ from torch._inductor.decomposition import select_decomp_table
 import eqsat
 from eqsat.fx.capture import trace_tokens
 from eqsat.library.reference import fp8_step_error
-from tests.conftest import rand, structure, trace
+from tests.conftest import assert_same_structure, rand, trace
 
 vllm, vir, aten, own = torch.ops.vllm, torch.ops.vllm_ir, torch.ops.aten, torch.ops.eqsat
 FN = torch.float8_e4m3fn
@@ -61,7 +61,7 @@ def check(before, after, inputs, *, numerics: str = "exact", group: int = 128, f
     after_gm = trace_tokens(after, *inputs, decompositions=select_decomp_table() if post_grad else None)
     reference = trace(reference or before, *inputs)
     report = eqsat.optimize(gm, emit="always", strict=True, **options)
-    assert structure(gm) == structure(after_gm), "\n".join(["got:", *structure(gm), "want:", *structure(after_gm)])
+    assert_same_structure(gm, after_gm)
     if fires:
         assert report.rules_fired[fires] > 0, report.rules_fired
     # both sides on fresh inputs with another token count (the symbolic dim must have survived)

@@ -10,7 +10,7 @@ import torch
 import eqsat
 from eqsat.kernels.families.silu_static import silu_mul_fp8_static_quant
 from eqsat.tools.explain import explain
-from tests.conftest import FP8, rand, structure, trace
+from tests.conftest import FP8, assert_same_structure, rand, trace
 from tests.test_rules import FP8_TOL_STEPS
 from tests.test_token_static import S, check_static, static_steps, unchanged
 
@@ -31,7 +31,7 @@ def same_structure(before, after, inputs) -> None:
     """The rewritten graph calls what ``after`` calls, on the same arguments (scale, dtype), wired alike."""
     gm = trace(before, *inputs)
     eqsat.optimize(gm, emit="always", strict=True)
-    assert structure(gm) == structure(trace(after, *inputs)), gm.code
+    assert_same_structure(gm, trace(after, *inputs))
 
 
 def test_fuse():

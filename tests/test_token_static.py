@@ -16,7 +16,7 @@ from eqsat.kernels.families import token_static
 from eqsat.kernels.vocabularies import default_index
 from eqsat.library import reference as ref
 from eqsat.library.reference import fp8_step_error
-from tests.conftest import BF16, FP8, rand, structure, targets, trace
+from tests.conftest import BF16, FP8, assert_same_structure, rand, targets, trace
 from tests.test_functionalized import Capture, compile_with
 from tests.test_lift import _plan
 from tests.test_rules import FP8_TOL_STEPS, check
@@ -63,7 +63,7 @@ def check_static(before, after, inputs, *, fires: str) -> None:
     """``check`` for graphs whose fp8 outputs are static quants with the scale ``inputs[-1]``."""
     gm, after_gm, reference = (trace(f, *inputs) for f in (before, after, before))
     report = eqsat.optimize(gm, emit="always", strict=True)
-    assert structure(gm) == structure(after_gm), "\n".join(["got:", *structure(gm), "want:", *structure(after_gm)])
+    assert_same_structure(gm, after_gm)
     assert report.rules_fired[fires] > 0, report.rules_fired
     fresh = [rand(5, *t.shape[1:], dtype=t.dtype, seed=7 + i) if t.dim() >= 2 else t for i, t in enumerate(inputs[:-1])]
     want = reference(*fresh, inputs[-1])

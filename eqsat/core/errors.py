@@ -35,6 +35,13 @@ def is_panic(exc: BaseException) -> bool:
     return kind.__name__ == "PanicException" and kind.__module__ == "pyo3_runtime"
 
 
+def described(exc: BaseException) -> str:
+    """``Type: message``: what a failure is logged as. A string, never the exception: a log handler that
+    keeps records (pytest's) would keep its frames, and through them an engine's e-graph, which must be
+    let go on the thread that made it."""
+    return f"{type(exc).__name__}: {exc}"
+
+
 def guarded(fn: Callable[..., T], *args: object) -> T:
     """``fn(*args)``, a panic raised as :class:`EnginePanic`."""
     try:
